@@ -1,0 +1,95 @@
+"""One interface for every environment, and the wrapper that turns it into IMPALA's step stream.
+
+Every environment (DeepMind Lab, Atari, the toy tasks) implements `Environment`: a plain episodic
+environment whose `step` already applies the action repeat (DMLab's `num_steps=4`, Atari's 4-frame
+skip) and sums the rewards. `StepStream` adds what the release's `FlowEnvironment` did (facts 4.2): the
+first output has `done=True`, episodes reset automatically inside `step` so the returned observation is
+the first one of the next episode, and episode statistics (raw return, agent steps) ride along.
+
+Environment modules import numpy only (never TensorFlow): they run in worker processes.
+"""
+
+from __future__ import annotations
+
+import abc
+
+import numpy as np
+
+from impala_tf import structures
+
+
+class Environment(abc.ABC):
+    """An episodic environment with discrete actions and a built-in action repeat.
+
+    Subclasses set `observation_spec` (an `Observation` of `ArraySpec`), `num_actions` and
+    `num_action_repeats`, and implement `reset` and `step`.
+    """
+
+    observation_spec: structures.Observation
+    num_actions: int
+    num_action_repeats: int = 1
+
+    @abc.abstractmethod
+    def reset(self) -> structures.Observation:
+        """Starts a new episode and returns its first observation."""
+
+    @abc.abstractmethod
+    def step(self, action: int) -> tuple[float, bool, structures.Observation]:
+        """Applies `action` (an index in `[0, num_actions)`) for `num_action_repeats` frames.
+
+        Returns:
+          `(reward, done, observation)`: the summed raw reward, whether the episode ended, and the
+          observation after the action (undefined content when `done`; `StepStream` resets).
+        """
+
+    def close(self) -> None:
+        """Releases the environment's resources."""
+
+
+class StepStream:
+    """Auto-resetting step stream with episode statistics (the release's `FlowEnvironment`).
+
+    `initial()` resets and returns the run's first `StepOutput` (`done=True`, reward 0, zero info).
+    `step(action)` returns the next `StepOutput`; when the action ends an episode it resets at once,
+    returns the new episode's first observation with `done=True`, the final reward, and the finished
+    episode's `StepOutputInfo`; statistics restart from zero on the next step.
+    """
+
+    def __init__(self, env: Environment):
+        self.env = env
+        self._episode_return = 0.0
+        self._episode_step = 0
+
+    @property
+    def observation_spec(self) -> structures.Observation:
+        return self.env.observation_spec
+
+    @property
+    def num_actions(self) -> int:
+        return self.env.num_actions
+
+    def initial(self) -> structures.StepOutput:
+        self._episode_return = 0.0
+        self._episode_step = 0
+        return structures.initial_step_output(self.env.reset())
+
+    def step(self, action: int) -> structures.StepOutput:
+        action = int(action)
+        if not 0 <= action < self.env.num_actions:
+            raise ValueError(f"action {action} outside [0, {self.env.num_actions})")
+        reward, done, observation = self.env.step(action)
+        self._episode_return += float(reward)
+        self._episode_step += 1
+        info = structures.StepOutputInfo(
+            np.float32(self._episode_return), np.int32(self._episode_step)
+        )
+        if done:
+            observation = self.env.reset()
+            self._episode_return = 0.0
+            self._episode_step = 0
+        return structures.StepOutput(
+            reward=np.float32(reward), info=info, done=np.bool_(done), observation=observation
+        )
+
+    def close(self) -> None:
+        self.env.close()

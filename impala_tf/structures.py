@@ -1,0 +1,273 @@
+"""The records that travel between environments, actors and learners, and their time alignment.
+
+This module owns IMPALA's data contract (paper section 3; the official release's `ActorOutput`,
+`StepOutput` and `AgentOutput`). It imports numpy only, so environment worker processes can use it
+without loading TensorFlow; `to_tensor_specs` converts specs lazily.
+
+Time alignment (the release's `build_actor` / `build_learner`, facts 2.3 and 6.4)
+---------------------------------------------------------------------------------
+An actor produces unrolls of T agent steps and sends T+1 steps: step 0 of unroll k is the last step of
+unroll k-1, so consecutive trajectories overlap by one step. Within a trajectory, for t = 0..T:
+
+- `env_outputs[t]` is what the environment returned after `agent_outputs[t].action` was applied:
+  the reward `r` obtained by that action, `done` (True when that action ended an episode), and the
+  observation on which the *next* action is chosen. When `done[t]` is True the environment has already
+  reset: `observation[t]` is the first observation of the new episode, `reward[t]` is the final reward
+  of the episode that ended, and `info[t]` holds that finished episode's return and length.
+- `agent_outputs[t]` is the behaviour policy's output (action, logits, baseline) computed on
+  `env_outputs[t-1].observation` (for t = 0, on the last observation of the previous unroll).
+- The very first environment output of a run has `done = True`, reward 0 and zero info.
+- `agent_state` is the core (LSTM) state *before* the agent processed `env_outputs[0]`, i.e. the
+  state the actor held at the start of the unroll.
+
+The learner re-runs the agent from `agent_state` over all T+1 (last action, env output) pairs, feeding
+`last_action[t] = agent_outputs[t].action` together with `env_outputs[t]`; the core state is reset to
+zero wherever `env_outputs[t].done` is True, before step t is processed. Its outputs at index t are
+the target policy and value on observation `env_outputs[t].observation`. Then, in the learner only
+(`impala_tf.learner`):
+
+- `bootstrap_value = learner_baseline[T]` (value of the last observation);
+- behaviour `agent_outputs[1:]`, `env_outputs[1:]` (rewards, done, info), learner outputs `[:-1]`;
+- after the shift, step t pairs the policy at x_t with the action a_t taken there, the reward r_t it
+  received, and `discount_t = gamma * (1 - done_{t+1})`: a terminal reward is kept and the bootstrap
+  across an episode boundary is cut.
+
+Episode statistics: `info.episode_return` is the sum of raw (unclipped) rewards, `info.episode_step`
+counts agent steps; frames = steps x action repeats.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+import tree
+
+
+@dataclasses.dataclass(frozen=True)
+class ArraySpec:
+    """Shape and dtype of one array, without TensorFlow.
+
+    Attributes:
+      shape: the array's shape (without batch or time dimensions).
+      dtype: a numpy dtype; `np.object_` marks a string (bytes) array, `tf.string` on the TF side.
+      name: a name for error messages and TF specs.
+    """
+
+    shape: tuple[int, ...]
+    dtype: Any
+    name: str = ""
+
+    def zeros(self, batch_shape: Sequence[int] = ()) -> np.ndarray:
+        """An array of zeros (empty strings for string specs) with leading `batch_shape`."""
+        shape = tuple(batch_shape) + tuple(self.shape)
+        if np.dtype(self.dtype) == np.object_:
+            return np.full(shape, b"", dtype=object)
+        return np.zeros(shape, dtype=self.dtype)
+
+    def validate(self, value: np.ndarray) -> np.ndarray:
+        """Returns `value` as an array of this spec, or raises ValueError naming the mismatch."""
+        array = np.asarray(value)
+        if np.dtype(self.dtype) == np.object_:
+            if array.shape != tuple(self.shape):
+                raise ValueError(f"{self.name}: expected shape {self.shape}, got {array.shape}")
+            return array.astype(object)
+        if array.shape != tuple(self.shape) or array.dtype != np.dtype(self.dtype):
+            raise ValueError(
+                f"{self.name}: expected {np.dtype(self.dtype).name}{list(self.shape)}, "
+                f"got {array.dtype.name}{list(array.shape)}"
+            )
+        return array
+
+
+class Observation(NamedTuple):
+    """What the agent sees at one step.
+
+    Attributes:
+      frame: uint8 image, `[H, W, C]` (DMLab `[72, 96, 3]` RGB; Atari `[84, 84, 4]` stacked grey).
+      instruction: scalar bytes string (DMLab `INSTR`; `b""` for environments without language).
+    """
+
+    frame: Any
+    instruction: Any
+
+
+class StepOutputInfo(NamedTuple):
+    """Statistics of the current episode, as of this step.
+
+    Attributes:
+      episode_return: float32, sum of raw (unclipped) rewards so far; on a `done` step, the finished
+        episode's return.
+      episode_step: int32, agent steps so far (frames = steps x action repeats).
+    """
+
+    episode_return: Any
+    episode_step: Any
+
+
+class StepOutput(NamedTuple):
+    """One environment step, as the actor and learner see it (see the module docstring).
+
+    Attributes:
+      reward: float32, raw reward of the last action summed over its action repeats.
+      info: `StepOutputInfo`.
+      done: bool, True when the last action ended an episode (the observation is then the first of
+        the next episode).
+      observation: `Observation`.
+    """
+
+    reward: Any
+    info: StepOutputInfo
+    done: Any
+    observation: Observation
+
+
+class AgentOutput(NamedTuple):
+    """The agent's output at one step.
+
+    Attributes:
+      action: int32 `[...]`, the sampled action.
+      policy_logits: float32 `[..., A]`, unnormalised log-probabilities of the policy.
+      baseline: float32 `[...]`, the value estimate V(x).
+    """
+
+    action: Any
+    policy_logits: Any
+    baseline: Any
+
+
+class Trajectory(NamedTuple):
+    """One unroll from one actor: T+1 overlapping steps (the release's `ActorOutput`).
+
+    Attributes:
+      level_name: bytes scalar, the level the unroll was played on (DMLab-30 training name, or e.g.
+        `atari/pong`).
+      agent_state: the agent's core state at the unroll's start: a nest of float32 arrays `[...]`
+        (for the LSTM agents `(c, h)`, each `[256]`); `()` for feed-forward agents.
+      env_outputs: `StepOutput` with a leading time dimension `[T+1, ...]`.
+      agent_outputs: `AgentOutput` with a leading time dimension `[T+1, ...]`.
+      actor_id: int32 scalar, the actor that produced it.
+      params_version: int64 scalar, the learner update count of the weights the actor used.
+    """
+
+    level_name: Any
+    agent_state: Any
+    env_outputs: StepOutput
+    agent_outputs: AgentOutput
+    actor_id: Any
+    params_version: Any
+
+
+def observation_specs(frame_shape: Sequence[int]) -> Observation:
+    """Specs of an `Observation` with frames of `frame_shape` (uint8) and a string instruction."""
+    return Observation(
+        frame=ArraySpec(tuple(frame_shape), np.uint8, "frame"),
+        instruction=ArraySpec((), np.object_, "instruction"),
+    )
+
+
+def step_output_specs(observation_spec: Observation) -> StepOutput:
+    """Specs of one `StepOutput` given the environment's observation spec."""
+    return StepOutput(
+        reward=ArraySpec((), np.float32, "reward"),
+        info=StepOutputInfo(
+            episode_return=ArraySpec((), np.float32, "episode_return"),
+            episode_step=ArraySpec((), np.int32, "episode_step"),
+        ),
+        done=ArraySpec((), np.bool_, "done"),
+        observation=observation_spec,
+    )
+
+
+def agent_output_specs(num_actions: int) -> AgentOutput:
+    """Specs of one `AgentOutput` for `num_actions` discrete actions."""
+    return AgentOutput(
+        action=ArraySpec((), np.int32, "action"),
+        policy_logits=ArraySpec((num_actions,), np.float32, "policy_logits"),
+        baseline=ArraySpec((), np.float32, "baseline"),
+    )
+
+
+def trajectory_specs(
+    observation_spec: Observation,
+    num_actions: int,
+    unroll_length: int,
+    agent_state_spec: Any,
+) -> Trajectory:
+    """Specs of one `Trajectory` of `unroll_length + 1` steps.
+
+    Args:
+      observation_spec: the environment's `Observation` of `ArraySpec`s.
+      num_actions: number of discrete actions A.
+      unroll_length: T, agent steps per unroll.
+      agent_state_spec: nest of `ArraySpec` of the agent's core state (without batch dimension).
+
+    Returns:
+      A `Trajectory` of `ArraySpec`s; time-indexed fields have shape `[T+1, ...]`.
+    """
+
+    def with_time(spec: ArraySpec) -> ArraySpec:
+        return ArraySpec((unroll_length + 1,) + tuple(spec.shape), spec.dtype, spec.name)
+
+    env = step_output_specs(observation_spec)
+    agent = agent_output_specs(num_actions)
+    return Trajectory(
+        level_name=ArraySpec((), np.object_, "level_name"),
+        agent_state=agent_state_spec,
+        env_outputs=tree.map_structure(with_time, env),
+        agent_outputs=tree.map_structure(with_time, agent),
+        actor_id=ArraySpec((), np.int32, "actor_id"),
+        params_version=ArraySpec((), np.int64, "params_version"),
+    )
+
+
+def initial_step_output(observation: Observation) -> StepOutput:
+    """The first `StepOutput` of a run: reward 0, zero info, `done=True` (the release's `initial()`)."""
+    return StepOutput(
+        reward=np.float32(0.0),
+        info=StepOutputInfo(np.float32(0.0), np.int32(0)),
+        done=np.bool_(True),
+        observation=observation,
+    )
+
+
+def stack(items: Sequence[Any], axis: int = 0) -> Any:
+    """Stacks a list of nests of arrays leaf by leaf along a new `axis`."""
+    return tree.map_structure(lambda *xs: np.stack(xs, axis=axis), *items)
+
+
+def to_tensor_specs(structure: Any) -> Any:
+    """Converts a nest of `ArraySpec` to a nest of `tf.TensorSpec` (imports TensorFlow)."""
+    import tensorflow as tf
+
+    def convert(spec: ArraySpec) -> Any:
+        dtype = tf.string if np.dtype(spec.dtype) == np.object_ else tf.as_dtype(spec.dtype)
+        return tf.TensorSpec(spec.shape, dtype, spec.name or None)
+
+    return tree.map_structure(convert, structure)
+
+
+EpisodeRecord = collections.namedtuple(
+    "EpisodeRecord", ["level_name", "episode_return", "episode_step", "actor_id"]
+)
+EpisodeRecord.__doc__ = """One finished episode, as extracted from a trajectory's `done` steps."""
+
+
+def finished_episodes(trajectory: Trajectory) -> list[EpisodeRecord]:
+    """The episodes that ended inside a trajectory (numpy, single unbatched trajectory).
+
+    Index 0 overlaps the previous unroll and is skipped, so each episode is counted exactly once.
+    """
+    done = np.asarray(trajectory.env_outputs.done)[1:]
+    returns = np.asarray(trajectory.env_outputs.info.episode_return)[1:]
+    steps = np.asarray(trajectory.env_outputs.info.episode_step)[1:]
+    level = trajectory.level_name
+    level = level.decode() if isinstance(level, bytes) else str(level)
+    actor_id = int(np.asarray(trajectory.actor_id))
+    return [
+        EpisodeRecord(level, float(returns[i]), int(steps[i]), actor_id)
+        for i in np.flatnonzero(done)
+    ]
