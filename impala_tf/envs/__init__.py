@@ -10,7 +10,6 @@ Level names:
 
 from __future__ import annotations
 
-
 import importlib
 
 from impala_tf.configs import EnvConfig
