@@ -20,7 +20,7 @@ AGENTS = ("deep", "shallow")
 class EnvConfig:
     """How environments are built (facts 1.4, 3.4, 4.2)."""
 
-    level_name: str = "toy/memory_corridor"  # a level, or a suite: `dmlab30`, `atari57`.
+    level_name: str = "explore_goal_locations_small"  # A level, or a suite: `dmlab30`, `atari57`.
     num_action_repeats: int = 4  # DMLab `num_steps`; Atari frame skip.
     width: int = 96  # DMLab observation width (Table D.3).
     height: int = 72  # DMLab observation height (Table D.3).
@@ -118,3 +118,115 @@ def validate(config: Config) -> Config:
     if lc.grad_norm_clipping < 0:
         raise ValueError(f"grad_norm_clipping must be >= 0, got {lc.grad_norm_clipping}")
     return config
+
+
+# --- Presets: the paper's configurations (facts section 3). Explicit flags override them. ----------
+
+PRESETS: dict[str, dict[str, dict[str, Any]]] = {
+    # Runs on a laptop with nothing beyond PyPI: a toy task that random play cannot solve.
+    "default": {
+        "env": {"level_name": "toy/catch", "num_action_repeats": 1},
+        "agent": {"agent": "deep", "use_lstm": True},
+        "learner": {
+            "batch_size": 8,
+            "unroll_length": 20,
+            "entropy_cost": 0.01,
+            "learning_rate": 0.001,
+            "epsilon": 0.01,
+            "total_environment_frames": 2_000_000,
+        },
+        "runtime": {"num_actors": 2, "envs_per_actor": 4},
+    },
+    # A single DMLab level (Table D.3; README: 48 actors, batch 32; release flag defaults).
+    "dmlab": {
+        "env": {"level_name": "explore_goal_locations_small", "num_action_repeats": 4},
+        "agent": {"agent": "deep", "use_lstm": True, "use_instruction": True},
+        "learner": {
+            "batch_size": 32,
+            "unroll_length": 100,
+            "reward_clipping": "abs_one",
+            "entropy_cost": 0.00025,
+            "learning_rate": 0.00048,
+            "epsilon": 0.1,
+            "total_environment_frames": 1_000_000_000,
+        },
+        "runtime": {"num_actors": 48},
+    },
+    # DMLab-30 multi-task, IMPALA deep (section 5.3.1; the release README's learner command).
+    "dmlab30": {
+        "env": {"level_name": "dmlab30", "num_action_repeats": 4},
+        "agent": {"agent": "deep", "use_lstm": True, "use_instruction": True},
+        "learner": {
+            "batch_size": 32,
+            "unroll_length": 100,
+            "reward_clipping": "soft_asymmetric",
+            "entropy_cost": 0.0033391318945337044,
+            "learning_rate": 0.00031866995608948655,
+            "epsilon": 0.1,
+            "total_environment_frames": 10_000_000_000,
+        },
+        "runtime": {"num_actors": 150},
+    },
+    # Atari experts: one agent per game, feed-forward, minimal action set (Table G.1, section 5.3.2).
+    "atari": {
+        "env": {"level_name": "atari/pong", "num_action_repeats": 4},
+        "agent": {"agent": "deep", "use_lstm": False, "use_instruction": False},
+        "learner": {
+            "batch_size": 32,
+            "unroll_length": 20,
+            "reward_clipping": "abs_one",
+            "entropy_cost": 0.01,
+            "learning_rate": 0.0006,
+            "epsilon": 0.01,
+            "decay": 0.99,
+            "grad_norm_clipping": 40.0,
+            "total_environment_frames": 200_000_000,
+        },
+        "runtime": {"num_actors": 48},
+    },
+    # Atari-57 multi-task: one deep agent on all games, full 18 actions, 200M frames per game.
+    "atari57": {
+        "env": {"level_name": "atari57", "num_action_repeats": 4, "atari_full_action_set": True},
+        "agent": {"agent": "deep", "use_lstm": False, "use_instruction": False},
+        "learner": {
+            "batch_size": 32,
+            "unroll_length": 20,
+            "reward_clipping": "abs_one",
+            "entropy_cost": 0.01,
+            "learning_rate": 0.0006,
+            "epsilon": 0.01,
+            "decay": 0.99,
+            "grad_norm_clipping": 40.0,
+            "total_environment_frames": 57 * 200_000_000,
+        },
+        "runtime": {"num_actors": 114},
+    },
+}
+
+
+def from_preset(name: str, overrides: dict[str, dict[str, Any]] | None = None) -> Config:
+    """Builds a validated `Config` from a preset and `{section: {field: value}}` overrides.
+
+    Raises:
+      ValueError: unknown preset name, section or field.
+    """
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; choose one of {sorted(PRESETS)}")
+    sections = {
+        "env": EnvConfig,
+        "agent": AgentConfig,
+        "learner": LearnerConfig,
+        "runtime": RuntimeConfig,
+    }
+    values: dict[str, dict[str, Any]] = {key: {} for key in sections}
+    for source in (PRESETS[name], overrides or {}):
+        for section, fields in source.items():
+            if section not in sections:
+                raise ValueError(f"unknown config section {section!r}")
+            known = {f.name for f in dataclasses.fields(sections[section])}
+            unknown = set(fields) - known
+            if unknown:
+                raise ValueError(f"unknown {section} field(s) {sorted(unknown)}")
+            values[section].update(fields)
+    config = Config(**{key: cls(**values[key]) for key, cls in sections.items()})
+    return validate(config)

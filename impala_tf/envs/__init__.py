@@ -12,10 +12,18 @@ from __future__ import annotations
 
 import importlib
 
+from impala_tf import structures
 from impala_tf.configs import EnvConfig
 from impala_tf.envs.base import Environment, StepStream
 
-__all__ = ["Environment", "StepStream", "create_environment", "suite_levels", "environment_kind"]
+__all__ = [
+    "Environment",
+    "StepStream",
+    "create_environment",
+    "environment_kind",
+    "environment_spec",
+    "suite_levels",
+]
 
 
 def environment_kind(level_name: str) -> str:
@@ -54,3 +62,12 @@ def create_environment(
         no life-loss terminals).
     """
     return _module(environment_kind(level_name)).create(level_name, config, seed, is_test)
+
+
+def environment_spec(level_name: str, config: EnvConfig) -> tuple[structures.Observation, int]:
+    """`(observation spec, number of actions)` of a level or suite, without building it.
+
+    Works without deepmind_lab installed (DMLab specs come from the configuration). For a suite the
+    spec is shared by all its levels (Atari-57 with the full 18-action set).
+    """
+    return _module(environment_kind(level_name)).environment_spec(level_name, config)

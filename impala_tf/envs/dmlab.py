@@ -1,0 +1,266 @@
+"""DeepMind Lab environments: single levels and the DMLab-30 suite (facts 1.4, 4.1, 4.2, 6.6, 8.8).
+
+The adapter does what the official release's `environments.PyProcessDmLab` did:
+
+- level names in `dmlab30.ALL_LEVELS` load `contributed/dmlab30/<name>`; other names load as given
+  (`seekavoid_arena_01`); `dmlab30` is the suite (30 training names, or the 30 test names in test mode);
+- `deepmind_lab.Lab(level, ["RGB_INTERLEAVED", "INSTR"], config, level_cache=...)` with every config
+  value a string: `width`, `height` (96 x 72, Table D.3), `datasetPath` (the Brady/Konkle/Oliva 2008
+  images needed by the psychlab levels), `logLevel="WARN"`, and in test mode
+  `allowHoldOutLevels="true"` and `mixerSeed=str(0x600D5EED)` (facts 4.2, 6.6);
+- each reset draws `seed=rs.randint(0, 2**31 - 1)` from the environment's own
+  `np.random.RandomState(seed)` (actor i used seed i + 1, test environments seed 1);
+- an agent step is `lab.step(action, num_steps=config.num_action_repeats)` (4 frames, rewards summed by
+  DMLab) with the paper's 9-action set (Table D.2, facts 4.1) as `np.intc` 7-vectors;
+  `done = not lab.is_running()`; auto-reset is `impala_tf.envs.base.StepStream`'s job;
+- observations are the RGB frame `[H, W, 3]` uint8 (no grey-scaling, no stacking) and the `INSTR`
+  string as bytes.
+
+An optional level cache (`EnvConfig.level_cache_dir`) implements DMLab's `fetch` / `write` protocol
+(facts 4.2; the release defined one but never wired it in; the MD5 directory layout follows SEED RL).
+
+`deepmind_lab` is not on PyPI; it is imported lazily, only when a `DmLabEnvironment` is built, and a
+failed import raises `DeepMindLabNotInstalledError` with build instructions. Everything else here (specs,
+suite levels, the action set) works without it. numpy only, no TensorFlow (worker processes).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import tempfile
+from typing import Any
+
+import numpy as np
+
+import dmlab30
+from impala_tf import structures
+from impala_tf.configs import EnvConfig
+from impala_tf.envs.base import Environment
+
+_log = logging.getLogger(__name__)
+
+SUITE_NAME = "dmlab30"
+
+# The paper's 9 actions (Table D.2; the release's DEFAULT_ACTION_SET, facts 4.1), as DMLab native
+# 7-vectors: (look left/right px, look down/up px, strafe left/right, move back/forward, fire, jump,
+# crouch).
+DEFAULT_ACTION_SET: tuple[tuple[int, ...], ...] = (
+    (0, 0, 0, 1, 0, 0, 0),  # Forward
+    (0, 0, 0, -1, 0, 0, 0),  # Backward
+    (0, 0, -1, 0, 0, 0, 0),  # Strafe left
+    (0, 0, 1, 0, 0, 0, 0),  # Strafe right
+    (-20, 0, 0, 0, 0, 0, 0),  # Look left
+    (20, 0, 0, 0, 0, 0, 0),  # Look right
+    (-20, 0, 0, 1, 0, 0, 0),  # Look left + forward
+    (20, 0, 0, 1, 0, 0, 0),  # Look right + forward
+    (0, 0, 0, 0, 1, 0, 0),  # Fire
+)
+
+OBSERVATION_NAMES = ("RGB_INTERLEAVED", "INSTR")
+# Test-mode seed mixer of the release (facts 4.2, 6.6); DMLab takes it as a decimal string.
+TEST_MIXER_SEED = 0x600D5EED
+# Upper bound (exclusive) of the per-reset seeds, as in the release.
+MAX_RESET_SEED = 2**31 - 1
+
+PINNED_DMLAB_RELEASE = "release-2020-12-07"
+BUILD_INSTRUCTIONS = f"""\
+deepmind_lab is not on PyPI: it has to be built from source with Bazel. In this repository run
+
+    bash scripts/build_dmlab.sh
+
+which checks out github.com/google-deepmind/lab at the pinned {PINNED_DMLAB_RELEASE} (see WORKSPACE),
+runs `bazel build -c opt //python/pip_package:build_pip_package`, builds the wheel with
+`./bazel-bin/python/pip_package/build_pip_package /tmp/dmlab_pkg` and pip-installs it into .venv.
+Full instructions, system packages and the psychlab dataset download: README section
+"Real DeepMind Lab" (docs/real_dmlab.md). Check the install with
+    .venv/bin/python -c "import deepmind_lab; print(deepmind_lab.Lab)"
+Everything except stepping real DMLab levels (toy tasks, Atari, all tests) works without it."""
+
+
+class DeepMindLabNotInstalledError(ImportError):
+    """`import deepmind_lab` failed; the message says how to build and install it."""
+
+
+def import_deepmind_lab() -> Any:
+    """Imports and returns the `deepmind_lab` module.
+
+    Raises:
+      DeepMindLabNotInstalledError: the module is missing or fails to load (e.g. mis-built), with the
+        original error appended.
+    """
+    try:
+        import deepmind_lab
+    except ImportError as e:
+        raise DeepMindLabNotInstalledError(
+            f"Cannot import deepmind_lab ({type(e).__name__}: {e}).\n{BUILD_INSTRUCTIONS}"
+        ) from e
+    return deepmind_lab
+
+
+def suite_levels(level_name: str, is_test: bool = False) -> list[str]:
+    """`dmlab30` -> the 30 training names (test names when `is_test`); any other name -> [name]."""
+    if level_name == SUITE_NAME:
+        return list(dmlab30.TEST_LEVELS if is_test else dmlab30.TRAINING_LEVELS)
+    return [level_name]
+
+
+def level_path(level_name: str) -> str:
+    """The level script DMLab loads: `contributed/dmlab30/<name>` for DMLab-30 names, else as given."""
+    return dmlab30.dmlab_level_path(level_name)
+
+
+def environment_spec(level_name: str, config: EnvConfig) -> tuple[structures.Observation, int]:
+    """Observation spec and action count, without importing `deepmind_lab`.
+
+    Returns:
+      `(Observation(frame=ArraySpec([height, width, 3], uint8), instruction=ArraySpec([], string)),
+      9)`.
+    """
+    del level_name  # Every DMLab level has the same observations and actions here.
+    spec = structures.observation_specs((config.height, config.width, 3))
+    return spec, len(DEFAULT_ACTION_SET)
+
+
+def lab_config(config: EnvConfig, is_test: bool) -> dict[str, str]:
+    """The `config` dict passed to `deepmind_lab.Lab` (all values strings, facts 4.2)."""
+    settings: dict[str, Any] = {
+        "width": config.width,
+        "height": config.height,
+        "datasetPath": config.dataset_path,
+        "logLevel": "WARN",
+    }
+    if is_test:
+        settings["allowHoldOutLevels"] = "true"
+        settings["mixerSeed"] = TEST_MIXER_SEED
+    return {key: str(value) for key, value in settings.items()}
+
+
+class LevelCache:
+    """A directory of compiled DMLab maps, shared by all environments (DMLab's level-cache protocol).
+
+    DMLab calls `fetch(key, pk3_path)` before compiling a map; on a miss it compiles the map and calls
+    `write(key, pk3_path)`. Files live at `<directory>/<md5(key)[:3]>/<md5(key)[3:]>` and are written
+    through a temporary file and an atomic rename, so concurrent workers never read a partial file.
+    """
+
+    def __init__(self, directory: str):
+        self.directory = os.path.abspath(os.path.expanduser(directory))
+        os.makedirs(self.directory, exist_ok=True)
+
+    def path(self, key: str) -> str:
+        """Where the map for `key` is stored."""
+        digest = hashlib.md5(key.encode("utf-8")).hexdigest()
+        return os.path.join(self.directory, digest[:3], digest[3:])
+
+    def fetch(self, key: str, pk3_path: str) -> bool:
+        """Copies the cached map for `key` to `pk3_path`; returns False on a miss."""
+        path = self.path(key)
+        try:
+            shutil.copyfile(path, pk3_path)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def write(self, key: str, pk3_path: str) -> None:
+        """Stores the map DMLab compiled at `pk3_path` under `key` (no-op if already cached)."""
+        path = self.path(key)
+        if os.path.isfile(path):
+            return
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp_path = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as tmp, open(pk3_path, "rb") as src:
+                shutil.copyfileobj(src, tmp)
+            os.replace(tmp_path, path)
+        except BaseException:
+            if os.path.exists(tmp_path):
+                os.remove(tmp_path)
+            raise
+
+
+class DmLabEnvironment(Environment):
+    """One DeepMind Lab level with the paper's action set, action repeat and seeding (facts 4.2).
+
+    Args:
+      level_name: a DMLab-30 name (training or test) or any DMLab level script path.
+      config: `EnvConfig` (size, action repeats, dataset path, level cache directory).
+      seed: seeds the `RandomState` that draws each episode's DMLab seed.
+      is_test: evaluation settings (`allowHoldOutLevels`, `mixerSeed=0x600D5EED`).
+      action_set: native 7-vectors, one per discrete action.
+      renderer: DMLab renderer (`"software"` or `"hardware"`); None keeps DMLab's default.
+
+    Raises:
+      DeepMindLabNotInstalledError: `deepmind_lab` cannot be imported.
+      ValueError: `level_name` is the suite name.
+    """
+
+    def __init__(
+        self,
+        level_name: str,
+        config: EnvConfig,
+        seed: int,
+        is_test: bool = False,
+        action_set: tuple[tuple[int, ...], ...] = DEFAULT_ACTION_SET,
+        renderer: str | None = None,
+    ):
+        if level_name == SUITE_NAME:
+            raise ValueError(
+                f"{SUITE_NAME!r} is a suite: build one environment per suite_levels()."
+            )
+        deepmind_lab = import_deepmind_lab()
+        self.level_name = level_name
+        self.is_test = is_test
+        self.num_action_repeats = int(config.num_action_repeats)
+        self.observation_spec, _ = environment_spec(level_name, config)
+        self._actions = [np.array(a, dtype=np.intc) for a in action_set]
+        for action in self._actions:
+            if action.shape != (7,):
+                raise ValueError(f"DMLab actions are 7-vectors, got {action.tolist()}")
+        self.num_actions = len(self._actions)
+        self._random_state = np.random.RandomState(seed)
+        self.level_cache = LevelCache(config.level_cache_dir) if config.level_cache_dir else None
+        if "psychlab" in level_name and not config.dataset_path:
+            _log.warning("%s needs EnvConfig.dataset_path (docs/real_dmlab.md).", level_name)
+        kwargs: dict[str, Any] = {"level_cache": self.level_cache}
+        if renderer is not None:
+            kwargs["renderer"] = renderer
+        self._lab = deepmind_lab.Lab(
+            level_path(level_name),
+            list(OBSERVATION_NAMES),
+            config=lab_config(config, is_test),
+            **kwargs,
+        )
+
+    def _observation(self) -> structures.Observation:
+        observations = self._lab.observations()
+        instruction = observations["INSTR"]
+        if isinstance(instruction, str):
+            instruction = instruction.encode("utf-8")
+        frame = self.observation_spec.frame.validate(observations["RGB_INTERLEAVED"])
+        return structures.Observation(frame=frame, instruction=bytes(instruction))
+
+    def reset(self) -> structures.Observation:
+        self._lab.reset(seed=int(self._random_state.randint(0, MAX_RESET_SEED)))
+        return self._observation()
+
+    def step(self, action: int) -> tuple[np.float32, bool, structures.Observation]:
+        reward = self._lab.step(self._actions[int(action)], num_steps=self.num_action_repeats)
+        done = not self._lab.is_running()
+        if done:
+            observation = structures.Observation(
+                frame=self.observation_spec.frame.zeros(), instruction=b""
+            )
+        else:
+            observation = self._observation()
+        return np.float32(reward), done, observation
+
+    def close(self) -> None:
+        self._lab.close()
+
+
+def create(level_name: str, config: EnvConfig, seed: int, is_test: bool = False) -> Environment:
+    """Builds a `DmLabEnvironment` for one level (the registry's entry point)."""
+    return DmLabEnvironment(level_name, config, seed, is_test)

@@ -1,0 +1,189 @@
+"""The entry point: absl flags -> one validated `Config` -> train, test or describe.
+
+Flags keep the official release's names where it had them (facts 6.7). `--preset` selects one of the
+paper's configurations (`impala_tf.configs.PRESETS`); flags given explicitly on the command line
+override the preset. This is the only module that reads flags.
+
+    python -m impala_tf.experiment                              # default preset: toy task, laptop
+    python -m impala_tf.experiment --preset=atari --level_name=atari/breakout
+    python -m impala_tf.experiment --preset=dmlab30 --mode=describe
+    python -m impala_tf.experiment --job_name=learner --task=0 --learner_hosts=h0:8000 ...
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from absl import app, flags
+
+from impala_tf import configs
+
+FLAGS = flags.FLAGS
+
+# --- The release's flags (facts 6.7); defaults are the release's, presets override them. -----------
+flags.DEFINE_string("logdir", "/tmp/agent", "Directory for checkpoints, summaries and logs.")
+flags.DEFINE_enum(
+    "mode", "train", ["train", "test", "describe"], "Training, evaluation or describe."
+)
+flags.DEFINE_integer("test_num_episodes", 10, "Episodes per level in test mode.")
+flags.DEFINE_integer("task", -1, "Task index; -1 starts every process on this machine.")
+flags.DEFINE_enum("job_name", "learner", ["learner", "actor"], "Job of this process (with --task).")
+flags.DEFINE_integer("total_environment_frames", int(1e9), "Environment frames to train for.")
+flags.DEFINE_integer("num_actors", 4, "Number of actor processes.")
+flags.DEFINE_integer("batch_size", 2, "Trajectories per learner update.")
+flags.DEFINE_integer("unroll_length", 100, "Agent steps per trajectory (T).")
+flags.DEFINE_integer("num_action_repeats", 4, "Environment frames per agent step.")
+flags.DEFINE_integer("seed", 1, "Random seed.")
+flags.DEFINE_float("entropy_cost", 0.00025, "Entropy loss coefficient.")
+flags.DEFINE_float("baseline_cost", 0.5, "Baseline loss coefficient.")
+flags.DEFINE_float("discounting", 0.99, "Discount factor gamma.")
+flags.DEFINE_enum(
+    "reward_clipping",
+    "abs_one",
+    list(configs.REWARD_CLIPPING_MODES),
+    "Reward clipping for the loss.",
+)
+flags.DEFINE_string("dataset_path", "", "Path to the psychlab dataset (DMLab-30).")
+flags.DEFINE_string("level_name", "explore_goal_locations_small", "Level, or dmlab30 / atari57.")
+flags.DEFINE_integer("width", 96, "DMLab observation width.")
+flags.DEFINE_integer("height", 72, "DMLab observation height.")
+flags.DEFINE_float("learning_rate", 0.00048, "Initial learning rate (annealed linearly to 0).")
+flags.DEFINE_float("decay", 0.99, "RMSProp decay.")
+flags.DEFINE_float("momentum", 0.0, "RMSProp momentum.")
+flags.DEFINE_float("epsilon", 0.1, "RMSProp epsilon (inside the square root).")
+
+# --- Ours. -----------------------------------------------------------------------------------------
+flags.DEFINE_string("preset", "default", f"Named configuration: {', '.join(configs.PRESETS)}.")
+flags.DEFINE_enum("agent", "deep", list(configs.AGENTS), "Network: deep (ResNet) or shallow.")
+flags.DEFINE_bool("use_lstm", True, "Use the LSTM-256 core (the paper's Atari agents do not).")
+flags.DEFINE_float("grad_norm_clipping", 0.0, "Global gradient norm clip; 0 disables (DMLab).")
+flags.DEFINE_string("level_cache_dir", "", "DMLab level cache directory ('' = none).")
+flags.DEFINE_integer("envs_per_actor", 1, "Environments per actor process (batched inference).")
+flags.DEFINE_integer("num_learners", 1, "Synchronous learner processes.")
+flags.DEFINE_float("clip_rho_threshold", 1.0, "V-trace rho-bar; <= 0 disables clipping.")
+flags.DEFINE_float("clip_pg_rho_threshold", 1.0, "Policy-gradient rho-bar; <= 0 disables.")
+flags.DEFINE_float("vtrace_lambda", 1.0, "V-trace lambda (Remark 2); the paper uses 1.")
+flags.DEFINE_bool("atari_full_action_set", False, "Full 18 Atari actions (multi-task).")
+flags.DEFINE_float("checkpoint_minutes", 10.0, "Minutes between checkpoints (and one at exit).")
+
+# (flag name) -> (config section, field); flags given explicitly override the preset.
+_FLAG_FIELDS: dict[str, tuple[str, str]] = {
+    "level_name": ("env", "level_name"),
+    "num_action_repeats": ("env", "num_action_repeats"),
+    "width": ("env", "width"),
+    "height": ("env", "height"),
+    "dataset_path": ("env", "dataset_path"),
+    "level_cache_dir": ("env", "level_cache_dir"),
+    "atari_full_action_set": ("env", "atari_full_action_set"),
+    "agent": ("agent", "agent"),
+    "use_lstm": ("agent", "use_lstm"),
+    "batch_size": ("learner", "batch_size"),
+    "unroll_length": ("learner", "unroll_length"),
+    "discounting": ("learner", "discounting"),
+    "baseline_cost": ("learner", "baseline_cost"),
+    "entropy_cost": ("learner", "entropy_cost"),
+    "reward_clipping": ("learner", "reward_clipping"),
+    "learning_rate": ("learner", "learning_rate"),
+    "decay": ("learner", "decay"),
+    "momentum": ("learner", "momentum"),
+    "epsilon": ("learner", "epsilon"),
+    "grad_norm_clipping": ("learner", "grad_norm_clipping"),
+    "total_environment_frames": ("learner", "total_environment_frames"),
+    "clip_rho_threshold": ("learner", "clip_rho_threshold"),
+    "clip_pg_rho_threshold": ("learner", "clip_pg_rho_threshold"),
+    "vtrace_lambda": ("learner", "vtrace_lambda"),
+    "num_actors": ("runtime", "num_actors"),
+    "envs_per_actor": ("runtime", "envs_per_actor"),
+    "num_learners": ("runtime", "num_learners"),
+    "logdir": ("runtime", "logdir"),
+    "seed": ("runtime", "seed"),
+    "checkpoint_minutes": ("runtime", "checkpoint_minutes"),
+}
+
+
+def _explicit_overrides() -> dict[str, dict[str, Any]]:
+    overrides: dict[str, dict[str, Any]] = {}
+    for flag_name, (section, field) in _FLAG_FIELDS.items():
+        if FLAGS[flag_name].present:
+            value = FLAGS[flag_name].value
+            if flag_name in ("clip_rho_threshold", "clip_pg_rho_threshold") and value <= 0:
+                value = None
+            overrides.setdefault(section, {})[field] = value
+    return overrides
+
+
+def resolve_config() -> configs.Config:
+    """The preset with explicit flags on top, completed from the environment's specs."""
+    config = configs.from_preset(FLAGS.preset, _explicit_overrides())
+    return complete_config(config)
+
+
+def complete_config(config: configs.Config) -> configs.Config:
+    """Fills in what the environment decides: number of actions, instruction encoder, repeats."""
+    from impala_tf import envs
+
+    kind = envs.environment_kind(config.env.level_name)
+    _, num_actions = envs.environment_spec(config.env.level_name, config.env)
+    agent = config.agent.__class__(
+        agent=config.agent.agent,
+        use_lstm=config.agent.use_lstm,
+        use_instruction=config.agent.use_instruction or kind == "dmlab",
+        num_actions=num_actions,
+    )
+    return configs.validate(config.__class__(config.env, agent, config.learner, config.runtime))
+
+
+def describe(config: configs.Config) -> str:
+    """The resolved configuration and the agent's variables, ending with `Trainable parameters: N`."""
+    from impala_tf import envs, networks
+
+    observation_spec, _ = envs.environment_spec(config.env.level_name, config.env)
+    agent = make_agent(config)
+    agent.create_variables(observation_spec)
+    lines = [f"Preset: {FLAGS.preset}", "Configuration:"]
+    lines.append(json.dumps(config.to_dict(), indent=2, sort_keys=False))
+    lines.append(
+        "Observation: frame "
+        f"{list(observation_spec.frame.shape)} uint8, instruction string; "
+        f"actions: {config.agent.num_actions}"
+    )
+    lines.append("Variables:")
+    total = 0
+    for name, shape, count in networks.describe_variables(agent):
+        lines.append(f"  {name:60s} {str(list(shape)):>16s} {count:>10,d}")
+        total += count
+    lines.append(f"Trainable parameters: {total}")
+    return "\n".join(lines)
+
+
+def make_agent(config: configs.Config):
+    """The agent a configuration describes (variables are created on first use)."""
+    from impala_tf import envs, networks
+
+    return networks.make_agent(
+        config.agent.agent,
+        config.agent.num_actions,
+        use_lstm=config.agent.use_lstm,
+        use_instruction=config.agent.use_instruction,
+        atari=envs.environment_kind(config.env.level_name) == "atari",
+    )
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    try:
+        config = resolve_config()
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    if FLAGS.mode == "describe":
+        print(describe(config))
+        return 0
+    raise app.UsageError(f"--mode={FLAGS.mode} is not available yet")
+
+
+if __name__ == "__main__":
+    app.run(main)

@@ -1,0 +1,538 @@
+"""Sonnet 2 agents of the paper: deep ResNet and shallow torsos, instruction encoder, LSTM, heads.
+
+Implements the networks of paper section 5 and Figure 3 as the official release built them (facts
+1.1-1.5, 8.6, 8.7; the release's `experiment.py` class `Agent`):
+
+- `ResNetTorso`: the deep ("large") model, 15 convolutions in three residual sections (facts 1.1).
+- `ShallowTorso`: the DMLab shallow ("small") model, a reconstruction (facts 1.2, UNVERIFIED: the
+  paper's Figure 3 labels were not readable): two VALID convolutions of Mnih et al. (2016) + FC 256.
+- `AtariShallowTorso`: the Atari shallow model (paper section 5.3.2, "three convolutional layers";
+  exact layers UNVERIFIED, facts 1.2 and 9): reconstructed as the Nature-DQN convolutions + FC 256.
+- `InstructionEncoder`: the DMLab-30 language branch (facts 1.3): whitespace tokens hashed into 1000
+  buckets, 20-d embeddings, LSTM-64, output at the last valid token. String hashing is separable
+  (`tokenize_instructions`) so the learner can hash outside an XLA-compiled unroll.
+- `BlockLSTM`: the release's `LSTMBlockCell` semantics (facts 1.1, 1.5): one kernel over
+  `[input, hidden]`, glorot-uniform kernel, zero bias, `forget_bias` added at run time.
+- `Agent`: concatenates [torso 256, clipped last reward, one-hot last action, instruction 64] (facts
+  1.1 step 6), runs the LSTM-256 core with the state reset to zero before every step whose `done` is
+  True (facts 2.3, 8.4), then the linear policy and baseline heads; the action is sampled from the
+  logits. `unroll` folds time into batch for the torso and heads (paper section 3.1).
+
+Initialisation (facts 1.5): Sonnet 2's defaults for `snt.Conv2D` and `snt.Linear` are the release's
+(Sonnet 1's): weights truncated normal with stddev 1/sqrt(fan_in), biases zero (dm-sonnet 2.0.2,
+`conv.py` and `linear.py`). `snt.Embed` defaults to truncated normal with stddev 1 (Sonnet 1's source
+used an untruncated normal with stddev 1; facts 9). The LSTM kernels are glorot-uniform, TF1's
+default for `LSTMBlockCell`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple
+
+import numpy as np
+import sonnet as snt
+import tensorflow as tf
+import tree
+
+from impala_tf import structures
+
+TORSO_OUTPUT_SIZE = 256  # FC 256 after every torso (facts 1.1 step 5, 1.2).
+CORE_HIDDEN_SIZE = 256  # LSTMBlockCell(256) (facts 1.1).
+NUM_HASH_BUCKETS = 1000  # Instruction token hash buckets (facts 1.3).
+WORD_EMBEDDING_SIZE = 20  # snt.Embed(1000, 20) (facts 1.3).
+LANGUAGE_HIDDEN_SIZE = 64  # LSTMBlockCell(64, name="language_lstm") (facts 1.3).
+TORSOS = ("deep", "shallow", "atari_shallow")
+
+
+class LSTMState(NamedTuple):
+    """State of a `BlockLSTM`.
+
+    Attributes:
+      c: float32 `[B, H]`, the cell state.
+      h: float32 `[B, H]`, the hidden state (also the core's output).
+    """
+
+    c: Any
+    h: Any
+
+
+class InstructionTokens(NamedTuple):
+    """Hashed instruction tokens, the XLA-compatible form of a batch of instruction strings.
+
+    Attributes:
+      ids: int64 `[..., L]`, token hash buckets in `[0, 1000)`; padding positions hold the bucket of
+        `""` and are masked by `lengths`. `L >= 1` (an all-empty batch is padded to one step).
+      lengths: int32 `[...]`, the number of non-empty tokens of each instruction.
+    """
+
+    ids: Any
+    lengths: Any
+
+
+class BlockLSTM(snt.RNNCore):
+    """An LSTM with the semantics of TF1's `tf.contrib.rnn.LSTMBlockCell` (facts 1.1, 1.5).
+
+    Gates are computed from one kernel `[input_size + hidden_size, 4 * hidden_size]` applied to
+    `concat([input, h])` plus a bias `[4 * hidden_size]`, in `LSTMBlockCell`'s gate order (input,
+    cell input, forget, output). The bias is initialised to zero and `forget_bias` is added to the
+    forget gate's pre-activation at run time (unlike `snt.LSTM`, which folds it into the bias at
+    initialisation). No peepholes, no cell clipping. The kernel is glorot-uniform (TF1's default
+    initialiser for variables created without one).
+
+    Parameters: `4 * H * (input_size + H) + 4 * H`.
+    """
+
+    def __init__(self, hidden_size: int, forget_bias: float = 1.0, name: str | None = None):
+        """Creates the core; variables are created on the first call (or by `build`).
+
+        Args:
+          hidden_size: H, the number of units.
+          forget_bias: added to the forget gate's pre-activation at every step.
+          name: module name.
+        """
+        super().__init__(name=name)
+        self.hidden_size = hidden_size
+        self.forget_bias = forget_bias
+        self._input_size: int | None = None
+
+    def build(self, input_size: int) -> None:
+        """Creates the kernel and bias for inputs of `input_size` features (idempotent).
+
+        Call it before running the core inside a loop (`tf.scan`, `tf.while_loop`), where variables
+        cannot be created.
+
+        Raises:
+          ValueError: if the core was already built for a different input size.
+        """
+        if self._input_size is not None:
+            if input_size != self._input_size:
+                raise ValueError(
+                    f"{self.name}: built for {self._input_size} inputs, got {input_size}"
+                )
+            return
+        glorot_uniform = snt.initializers.VarianceScaling(1.0, "fan_avg", "uniform")
+        shape = [input_size + self.hidden_size, 4 * self.hidden_size]
+        self.kernel = tf.Variable(glorot_uniform(shape, tf.float32), name="kernel")
+        self.bias = tf.Variable(tf.zeros([4 * self.hidden_size], tf.float32), name="bias")
+        self._input_size = input_size
+
+    def __call__(self, inputs: tf.Tensor, prev_state: LSTMState) -> tuple[tf.Tensor, LSTMState]:
+        """One LSTM step.
+
+        Args:
+          inputs: float32 `[B, D]`.
+          prev_state: `LSTMState` of float32 `[B, H]`.
+
+        Returns:
+          `(h, LSTMState(c, h))`, with `h` float32 `[B, H]`.
+        """
+        self.build(int(inputs.shape[-1]))
+        gates = tf.matmul(tf.concat([inputs, prev_state.h], axis=1), self.kernel) + self.bias
+        i, ci, f, o = tf.split(gates, 4, axis=1)
+        c = tf.sigmoid(f + self.forget_bias) * prev_state.c + tf.sigmoid(i) * tf.tanh(ci)
+        h = tf.sigmoid(o) * tf.tanh(c)
+        return h, LSTMState(c, h)
+
+    def initial_state(self, batch_size: Any) -> LSTMState:
+        """Zero state: `LSTMState` of float32 zeros `[batch_size, H]`."""
+        zeros = tf.zeros([batch_size, self.hidden_size], tf.float32)
+        return LSTMState(zeros, zeros)
+
+
+def _frame_to_float(frame: tf.Tensor) -> tf.Tensor:
+    """uint8 `[N, H, W, C]` -> float32 in [0, 1] (no mean subtraction, facts 1.1 step 1)."""
+    return tf.cast(frame, tf.float32) / 255.0
+
+
+class ResNetTorso(snt.Module):
+    """The deep model's torso (facts 1.1): 15 convolutions, three residual sections, FC 256.
+
+    Sections (channels, blocks) = (16, 2), (32, 2), (32, 2); each is Conv 3x3/1 SAME, max-pool
+    3x3/2 SAME, then two pre-activation residual blocks `x + conv(relu(conv(relu(x))))`. Then ReLU,
+    flatten, Linear 256, ReLU. DMLab `[72, 96, 3]` gives 9x12x32 = 3456 features before the FC;
+    Atari `[84, 84, 4]` gives 11x11x32 = 3872.
+    """
+
+    SECTIONS = ((16, 2), (32, 2), (32, 2))
+
+    def __init__(self, name: str | None = "resnet_torso"):
+        super().__init__(name=name)
+        self._sections = []
+        for s, (channels, num_blocks) in enumerate(self.SECTIONS):
+            first = snt.Conv2D(channels, 3, stride=1, padding="SAME", name=f"section_{s}_conv")
+            blocks = [
+                [
+                    snt.Conv2D(
+                        channels, 3, stride=1, padding="SAME", name=f"section_{s}_res_{b}_{j}"
+                    )
+                    for j in range(2)
+                ]
+                for b in range(num_blocks)
+            ]
+            self._sections.append((first, blocks))
+        self._linear = snt.Linear(TORSO_OUTPUT_SIZE, name="linear")
+
+    def __call__(self, frame: tf.Tensor) -> tf.Tensor:
+        """Args: frame: uint8 `[N, H, W, C]`. Returns: float32 `[N, 256]`."""
+        x = _frame_to_float(frame)
+        for first, blocks in self._sections:
+            x = first(x)
+            x = tf.nn.max_pool2d(x, ksize=3, strides=2, padding="SAME")
+            for conv_a, conv_b in blocks:
+                x = x + conv_b(tf.nn.relu(conv_a(tf.nn.relu(x))))
+        x = snt.Flatten()(tf.nn.relu(x))
+        return tf.nn.relu(self._linear(x))
+
+
+class ShallowTorso(snt.Module):
+    """The DMLab shallow model's torso (facts 1.2, reconstruction; UNVERIFIED).
+
+    Conv 8x8/4 16 ReLU, Conv 4x4/2 32 ReLU (both VALID), flatten, Linear 256, ReLU. DMLab
+    `[72, 96, 3]` gives 17x23x16 -> 7x10x32 = 2240 features. Frames need H, W >= 16.
+    """
+
+    def __init__(self, name: str | None = "shallow_torso"):
+        super().__init__(name=name)
+        self._convs = [
+            snt.Conv2D(16, 8, stride=4, padding="VALID", name="conv_0"),
+            snt.Conv2D(32, 4, stride=2, padding="VALID", name="conv_1"),
+        ]
+        self._linear = snt.Linear(TORSO_OUTPUT_SIZE, name="linear")
+
+    def __call__(self, frame: tf.Tensor) -> tf.Tensor:
+        """Args: frame: uint8 `[N, H, W, C]`. Returns: float32 `[N, 256]`."""
+        x = _frame_to_float(frame)
+        for conv in self._convs:
+            x = tf.nn.relu(conv(x))
+        return tf.nn.relu(self._linear(snt.Flatten()(x)))
+
+
+class AtariShallowTorso(snt.Module):
+    """The Atari shallow model's torso (paper section 5.3.2; exact layers UNVERIFIED, facts 9).
+
+    The paper says "a shallow network that is equivalent to the feed forward network used in (Mnih
+    et al., 2016) which features three convolutional layers"; reconstructed here as the Nature-DQN
+    convolutions: Conv 8x8/4 32, Conv 4x4/2 64, Conv 3x3/1 64 (VALID, ReLU), flatten, Linear 256,
+    ReLU. Atari `[84, 84, 4]` gives 20x20x32 -> 9x9x64 -> 7x7x64 = 3136 features.
+    """
+
+    def __init__(self, name: str | None = "atari_shallow_torso"):
+        super().__init__(name=name)
+        self._convs = [
+            snt.Conv2D(32, 8, stride=4, padding="VALID", name="conv_0"),
+            snt.Conv2D(64, 4, stride=2, padding="VALID", name="conv_1"),
+            snt.Conv2D(64, 3, stride=1, padding="VALID", name="conv_2"),
+        ]
+        self._linear = snt.Linear(TORSO_OUTPUT_SIZE, name="linear")
+
+    def __call__(self, frame: tf.Tensor) -> tf.Tensor:
+        """Args: frame: uint8 `[N, H, W, C]`. Returns: float32 `[N, 256]`."""
+        x = _frame_to_float(frame)
+        for conv in self._convs:
+            x = tf.nn.relu(conv(x))
+        return tf.nn.relu(self._linear(snt.Flatten()(x)))
+
+
+def tokenize_instructions(instructions: Any) -> InstructionTokens:
+    """Splits and hashes instruction strings (facts 1.3 steps 1, 2 and 4). Not XLA-compilable.
+
+    Tokens are separated by spaces; empty tokens are dropped (TF1 `tf.string_split` with its
+    default `skip_empty=True`), so `" a  b "` and `"a b"` give the same tokens. The tokens are
+    padded with `""` to the longest instruction, and hashed with
+    `tf.strings.to_hash_bucket_fast(., 1000)`. If every instruction is empty, the token dimension
+    is padded to one step.
+
+    Args:
+      instructions: tf.string `[...]`, one instruction per example.
+
+    Returns:
+      `InstructionTokens(ids int64 [..., L], lengths int32 [...])`.
+    """
+    instructions = tf.convert_to_tensor(instructions, tf.string)
+    batch_shape = tf.shape(instructions)
+    tokens = tf.strings.split(tf.reshape(instructions, [-1]), sep=" ")
+    tokens = tf.ragged.boolean_mask(tokens, tf.not_equal(tokens, ""))
+    lengths = tf.cast(tokens.row_lengths(), tf.int32)
+    dense = tokens.to_tensor(default_value="")
+    pad = tf.maximum(1 - tf.shape(dense)[1], 0)
+    dense = tf.pad(dense, [[0, 0], [0, pad]], constant_values="")
+    ids = tf.strings.to_hash_bucket_fast(dense, NUM_HASH_BUCKETS)
+    ids = tf.reshape(ids, tf.concat([batch_shape, tf.shape(ids)[1:]], axis=0))
+    return InstructionTokens(ids=ids, lengths=tf.reshape(lengths, batch_shape))
+
+
+class InstructionEncoder(snt.Module):
+    """The DMLab-30 language branch (facts 1.3): hashed tokens -> Embed(1000, 20) -> LSTM-64.
+
+    The output is the LSTM output at each instruction's last valid token, the zero vector for an
+    empty instruction. The LSTM starts from zeros for every example (no state across time steps).
+    """
+
+    def __init__(self, name: str | None = "instruction_encoder"):
+        super().__init__(name=name)
+        self._embed = snt.Embed(NUM_HASH_BUCKETS, WORD_EMBEDDING_SIZE, name="embed")
+        self._lstm = BlockLSTM(LANGUAGE_HIDDEN_SIZE, name="language_lstm")
+
+    @staticmethod
+    def tokenize(instructions: Any) -> InstructionTokens:
+        """See `tokenize_instructions` (string ops; run outside XLA)."""
+        return tokenize_instructions(instructions)
+
+    def encode(self, tokens: InstructionTokens) -> tf.Tensor:
+        """Embeds hashed tokens and runs the language LSTM (XLA-compilable).
+
+        Args:
+          tokens: `InstructionTokens` with ids int `[..., L]` and lengths int `[...]`.
+
+        Returns:
+          float32 `[..., 64]`.
+        """
+        ids = tf.convert_to_tensor(tokens.ids)
+        lengths = tf.reshape(tf.cast(tokens.lengths, tf.int32), [-1])
+        batch_shape = tf.shape(ids)[:-1]
+        ids = tf.reshape(ids, [-1, tf.shape(ids)[-1]])
+        ids = tf.pad(ids, [[0, 0], [0, tf.maximum(1 - tf.shape(ids)[1], 0)]])
+        num_tokens = tf.shape(ids)[1]
+        embedded = tf.transpose(self._embed(ids), [1, 0, 2])  # [L, N, 20]
+        valid = tf.transpose(tf.sequence_mask(lengths, num_tokens), [1, 0])  # [L, N]
+        self._lstm.build(WORD_EMBEDDING_SIZE)
+
+        def step(state: LSTMState, inputs: tuple[tf.Tensor, tf.Tensor]) -> LSTMState:
+            x, is_valid = inputs
+            _, new_state = self._lstm(x, state)
+            return tree.map_structure(
+                lambda new, old: tf.where(is_valid[:, None], new, old), new_state, state
+            )
+
+        final = tf.foldl(
+            step, (embedded, valid), initializer=self._lstm.initial_state(tf.size(lengths))
+        )
+        output_shape = tf.concat([batch_shape, [LANGUAGE_HIDDEN_SIZE]], axis=0)
+        return tf.reshape(final.h, output_shape)
+
+    def __call__(self, instructions: Any) -> tf.Tensor:
+        """Args: instructions: tf.string `[...]`. Returns: float32 `[..., 64]`."""
+        return self.encode(tokenize_instructions(instructions))
+
+
+def _make_torso(torso: str) -> snt.Module:
+    if torso == "deep":
+        return ResNetTorso()
+    if torso == "shallow":
+        return ShallowTorso()
+    if torso == "atari_shallow":
+        return AtariShallowTorso()
+    raise ValueError(f"torso={torso!r}; expected one of {TORSOS}")
+
+
+class Agent(snt.Module):
+    """The IMPALA agent: torso, optional instruction encoder, optional LSTM-256 core, linear heads.
+
+    Core input (facts 1.1 step 6) is the concatenation, in this order, of the torso output (256),
+    the last reward clipped to [-1, 1] (1; always clipped, whatever the loss's reward clipping),
+    the one-hot last action (num_actions) and, with `use_instruction`, the instruction embedding
+    (64). With `use_lstm` it goes through `BlockLSTM(256)`; otherwise straight to the heads
+    (feed-forward, the paper's Atari agents). Heads: `policy_logits` Linear(num_actions) and
+    `baseline` Linear(1) squeezed; the action is one sample of the categorical policy (int32).
+
+    Inputs are `StepOutput`s (`impala_tf.structures`). The instruction field may hold strings
+    (tokenised inside) or `InstructionTokens` from `tokenize_instructions` (for XLA); agents
+    without `use_instruction` ignore it.
+    """
+
+    def __init__(
+        self,
+        num_actions: int,
+        torso: str = "deep",
+        use_lstm: bool = True,
+        use_instruction: bool = False,
+        name: str | None = "agent",
+    ):
+        """Creates the agent; variables are created on the first call (or `create_variables`).
+
+        Args:
+          num_actions: A, the number of discrete actions.
+          torso: `deep` (ResNet), `shallow` (DMLab 2 convs) or `atari_shallow` (3 convs).
+          use_lstm: run the LSTM-256 core (else feed-forward, state `()`).
+          use_instruction: include the DMLab language embedding.
+          name: module name.
+        """
+        super().__init__(name=name)
+        self.num_actions = num_actions
+        self.torso_name = torso
+        self.use_lstm = use_lstm
+        self.use_instruction = use_instruction
+        self._torso = _make_torso(torso)
+        self._instruction_encoder = InstructionEncoder() if use_instruction else None
+        self._core = BlockLSTM(CORE_HIDDEN_SIZE, name="lstm") if use_lstm else None
+        self._policy_logits = snt.Linear(num_actions, name="policy_logits")
+        self._baseline = snt.Linear(1, name="baseline")
+
+    def initial_state(self, batch_size: Any) -> Any:
+        """Zero core state: `LSTMState(c, h)` of float32 `[batch_size, 256]`, or `()`."""
+        if self._core is None:
+            return ()
+        return self._core.initial_state(batch_size)
+
+    def state_spec(self) -> Any:
+        """The core state's `structures.ArraySpec` nest, without the batch dimension."""
+        if self._core is None:
+            return ()
+        return LSTMState(
+            c=structures.ArraySpec((CORE_HIDDEN_SIZE,), np.float32, "lstm_c"),
+            h=structures.ArraySpec((CORE_HIDDEN_SIZE,), np.float32, "lstm_h"),
+        )
+
+    def tokenize_instructions(self, env_outputs: structures.StepOutput) -> structures.StepOutput:
+        """Replaces instruction strings by `InstructionTokens` (or `()` without instructions).
+
+        Run this outside XLA; the result can be passed to an XLA-compiled `unroll` or `__call__`.
+        """
+        observation = env_outputs.observation
+        instruction = observation.instruction
+        if not self.use_instruction:
+            instruction = ()
+        elif not isinstance(instruction, InstructionTokens):
+            instruction = tokenize_instructions(instruction)
+        return env_outputs._replace(observation=observation._replace(instruction=instruction))
+
+    def __call__(
+        self, last_action: Any, env_output: structures.StepOutput, core_state: Any
+    ) -> tuple[structures.AgentOutput, Any]:
+        """One step (the actor's inference); resets the core state where `done` before the step.
+
+        Args:
+          last_action: int32 `[B]`.
+          env_output: `StepOutput` with `[B, ...]` leaves (frame uint8 `[B, H, W, C]`).
+          core_state: the state from `initial_state(B)` or the previous step.
+
+        Returns:
+          `(AgentOutput with action int32 [B], policy_logits float32 [B, A], baseline float32 [B],
+          new core state)`.
+        """
+        env_output = self.tokenize_instructions(_to_tensors(env_output))
+        add_time = lambda x: tf.expand_dims(x, 0)  # noqa: E731
+        outputs, state = self.unroll(
+            add_time(tf.convert_to_tensor(last_action)),
+            tree.map_structure(add_time, env_output),
+            core_state,
+        )
+        return tree.map_structure(lambda x: tf.squeeze(x, 0), outputs), state
+
+    def unroll(
+        self, last_actions: Any, env_outputs: structures.StepOutput, core_state: Any
+    ) -> tuple[structures.AgentOutput, Any]:
+        """Runs the agent over T steps (the learner's forward pass).
+
+        The torso, instruction encoder and heads run on all T*B inputs at once (time folded into
+        batch, paper section 3.1); the LSTM loops over time, zeroing the state of each example
+        whose `done[t]` is True before step t (facts 1.1, 2.3, 8.4).
+
+        Args:
+          last_actions: int32 `[T, B]`, the action taken before each step.
+          env_outputs: `StepOutput` with `[T, B, ...]` leaves.
+          core_state: the state before step 0 (`[B, ...]` leaves).
+
+        Returns:
+          `(AgentOutput with action [T, B], policy_logits [T, B, A], baseline [T, B], final core
+          state)`.
+        """
+        env_outputs = self.tokenize_instructions(_to_tensors(env_outputs))
+        last_actions = tf.convert_to_tensor(last_actions)
+        torso_output = snt.BatchApply(self._torso, num_dims=2)(env_outputs.observation.frame)
+        reward = tf.clip_by_value(tf.cast(env_outputs.reward, tf.float32), -1.0, 1.0)
+        one_hot_action = tf.one_hot(last_actions, self.num_actions, dtype=tf.float32)
+        features = [torso_output, reward[..., None], one_hot_action]
+        if self._instruction_encoder is not None:
+            features.append(self._instruction_encoder.encode(env_outputs.observation.instruction))
+        core_input = tf.concat(features, axis=-1)  # [T, B, D]
+
+        if self._core is None:
+            core_output, final_state = core_input, ()
+        else:
+            core_output, final_state = self._run_core(
+                core_input, tf.cast(env_outputs.done, tf.bool), core_state
+            )
+
+        policy_logits = snt.BatchApply(self._policy_logits, num_dims=2)(core_output)
+        baseline = tf.squeeze(snt.BatchApply(self._baseline, num_dims=2)(core_output), -1)
+        flat_logits = tf.reshape(policy_logits, [-1, self.num_actions])
+        action = tf.random.categorical(flat_logits, 1, dtype=tf.int32)
+        action = tf.reshape(action, tf.shape(policy_logits)[:-1])
+        return structures.AgentOutput(action, policy_logits, baseline), final_state
+
+    def _run_core(
+        self, core_input: tf.Tensor, done: tf.Tensor, core_state: LSTMState
+    ) -> tuple[tf.Tensor, LSTMState]:
+        """LSTM over time with resets: `[T, B, D]`, done `[T, B]` -> `([T, B, 256], state)`."""
+        self._core.build(int(core_input.shape[-1]))
+        core_state = LSTMState(*tree.map_structure(tf.convert_to_tensor, tuple(core_state)))
+
+        def step(carry: tuple[tf.Tensor, LSTMState], inputs: tuple[tf.Tensor, tf.Tensor]):
+            _, state = carry
+            x, done_t = inputs
+            state = tree.map_structure(
+                lambda s: tf.where(done_t[:, None], tf.zeros_like(s), s), state
+            )
+            return self._core(x, state)
+
+        initial_output = tf.zeros_like(core_state.h)
+        outputs, states = tf.scan(
+            step, (core_input, done), initializer=(initial_output, core_state)
+        )
+        return outputs, tree.map_structure(lambda s: s[-1], states)
+
+    def create_variables(self, observation_spec: structures.Observation) -> None:
+        """Creates all variables with one batch-1 step on zero inputs of `observation_spec`."""
+        frame = tf.zeros((1,) + tuple(observation_spec.frame.shape), tf.uint8)
+        env_output = structures.StepOutput(
+            reward=tf.zeros([1]),
+            info=structures.StepOutputInfo(tf.zeros([1]), tf.zeros([1], tf.int32)),
+            done=tf.ones([1], tf.bool),
+            observation=structures.Observation(frame, tf.constant([""])),
+        )
+        self(tf.zeros([1], tf.int32), env_output, self.initial_state(1))
+
+
+def _to_tensors(nest: Any) -> Any:
+    return tree.map_structure(tf.convert_to_tensor, nest)
+
+
+def make_agent(
+    agent: str, num_actions: int, use_lstm: bool, use_instruction: bool, atari: bool = False
+) -> Agent:
+    """Builds the paper's agents by name (`configs.AgentConfig.agent`).
+
+    Args:
+      agent: `deep` (ResNet torso) or `shallow` (`ShallowTorso`, or `AtariShallowTorso` on Atari).
+      num_actions: A.
+      use_lstm: LSTM-256 core (the paper's Atari agents are feed-forward).
+      use_instruction: DMLab language branch.
+      atari: picks the three-convolution shallow torso for `shallow`.
+
+    Raises:
+      ValueError: for an unknown agent name.
+    """
+    if agent == "deep":
+        torso = "deep"
+    elif agent == "shallow":
+        torso = "atari_shallow" if atari else "shallow"
+    else:
+        raise ValueError(f"agent={agent!r}; expected 'deep' or 'shallow'")
+    return Agent(num_actions, torso=torso, use_lstm=use_lstm, use_instruction=use_instruction)
+
+
+def describe_variables(agent: snt.Module) -> list[tuple[str, tuple[int, ...], int]]:
+    """`(name, shape, count)` of every trainable variable (for `--mode=describe`).
+
+    Raises:
+      ValueError: if the agent has no variables yet (call `create_variables` first).
+    """
+    variables = agent.trainable_variables
+    if not variables:
+        raise ValueError("agent has no variables yet; call agent.create_variables(spec) first")
+    return [
+        (v.name, tuple(int(d) for d in v.shape), int(math.prod(int(d) for d in v.shape)))
+        for v in variables
+    ]

@@ -1,0 +1,170 @@
+"""Tests for the learner's update: time alignment, frame accounting, loss decrease, NaN skipping."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tree
+
+from impala_tf import actor as actor_lib
+from impala_tf import learner as learner_lib
+from impala_tf import networks, structures
+from impala_tf.configs import LearnerConfig
+from impala_tf.envs.base import Environment, StepStream
+
+FRAME_SHAPE = (24, 24, 3)
+NUM_ACTIONS = 4
+EPISODE_LENGTH = 7
+
+
+class RewardIsActionEnv(Environment):
+    """Reward equals the action just taken; episodes last EPISODE_LENGTH steps.
+
+    The frame encodes the step index so observations differ from step to step.
+    """
+
+    observation_spec = structures.observation_specs(FRAME_SHAPE)
+    num_actions = NUM_ACTIONS
+
+    def __init__(self):
+        self._t = 0
+
+    def _observation(self):
+        frame = np.full(FRAME_SHAPE, 20 * self._t, dtype=np.uint8)
+        return structures.Observation(frame, b"")
+
+    def reset(self):
+        self._t = 0
+        return self._observation()
+
+    def step(self, action):
+        self._t += 1
+        return float(action), self._t >= EPISODE_LENGTH, self._observation()
+
+
+class InProcessBatch:
+    """E step streams stepped in this process, stacked like the worker proxy's outputs."""
+
+    def __init__(self, envs):
+        self._streams = [StepStream(env) for env in envs]
+        self.num_actions = envs[0].num_actions
+
+    def initial(self):
+        return structures.stack([s.initial() for s in self._streams])
+
+    def step(self, actions):
+        return structures.stack([s.step(a) for s, a in zip(self._streams, actions, strict=True)])
+
+
+def make_agent(use_lstm=True):
+    return networks.make_agent("shallow", NUM_ACTIONS, use_lstm=use_lstm, use_instruction=False)
+
+
+def collect_batch(agent, batch_size=3, unroll_length=10, unrolls=2):
+    """Plays `unrolls` unrolls and returns the last one's trajectories as a batch-major batch."""
+    env = InProcessBatch([RewardIsActionEnv() for _ in range(batch_size)])
+    actor = actor_lib.Actor(agent, env, unroll_length, ["fake"] * batch_size)
+    for _ in range(unrolls):
+        trajectories = actor.unroll()
+    return structures.stack(trajectories)
+
+
+def to_tensors(batch):
+    return tree.map_structure(tf.convert_to_tensor, batch)
+
+
+@pytest.fixture(scope="module")
+def agent_and_batch():
+    tf.random.set_seed(0)
+    agent = make_agent()
+    batch = collect_batch(agent)
+    return agent, batch
+
+
+def test_reward_equals_action_after_the_shift(agent_and_batch):
+    agent, batch = agent_and_batch
+    time_major = learner_lib.to_time_major(to_tensors(batch))
+    outputs, _ = agent.unroll(
+        time_major.agent_outputs.action, time_major.env_outputs, time_major.agent_state
+    )
+    aligned = learner_lib.align(time_major, outputs)
+    np.testing.assert_array_equal(
+        aligned.rewards.numpy(), aligned.actions.numpy().astype(np.float32)
+    )
+    assert aligned.actions.shape == (10, 3)
+
+
+def test_done_marks_the_action_that_ended_the_episode(agent_and_batch):
+    _, batch = agent_and_batch
+    time_major = learner_lib.to_time_major(to_tensors(batch))
+    # The second unroll covers agent steps 11..20 of the run; episodes end every 7 steps.
+    done = time_major.env_outputs.done.numpy()[1:]
+    steps_in_run = np.arange(11, 21)
+    expected = (steps_in_run % EPISODE_LENGTH) == 0
+    np.testing.assert_array_equal(done[:, 0], expected)
+    # Episode statistics on done steps describe the finished episode.
+    info = time_major.env_outputs.info
+    lengths = info.episode_step.numpy()[1:][done]
+    np.testing.assert_array_equal(lengths, EPISODE_LENGTH)
+
+
+def test_learner_rerun_reproduces_the_actor_policy(agent_and_batch):
+    """Same weights: the learner's re-run from the initial state gives the actor's logits."""
+    agent, batch = agent_and_batch
+    time_major = learner_lib.to_time_major(to_tensors(batch))
+    outputs, _ = agent.unroll(
+        time_major.agent_outputs.action, time_major.env_outputs, time_major.agent_state
+    )
+    aligned = learner_lib.align(time_major, outputs)
+    np.testing.assert_allclose(
+        aligned.target_logits.numpy(), aligned.behaviour_logits.numpy(), atol=1e-5
+    )
+    # The learner's output at t is on observation t, which the actor acted on at step t+1.
+    np.testing.assert_allclose(
+        aligned.values.numpy(), time_major.agent_outputs.baseline.numpy()[1:], atol=1e-5
+    )
+    np.testing.assert_allclose(
+        outputs.baseline.numpy()[:-1], time_major.agent_outputs.baseline.numpy()[1:], atol=1e-5
+    )
+
+
+def test_train_step_counts_frames_and_lowers_the_loss(agent_and_batch):
+    _, batch = agent_and_batch
+    tf.random.set_seed(1)
+    agent = make_agent()
+    config = LearnerConfig(
+        batch_size=3, unroll_length=10, learning_rate=1e-3, total_environment_frames=10**6
+    )
+    learner = learner_lib.Learner(agent, config, num_action_repeats=4)
+    tensors = to_tensors(batch)
+    learner.build(tensors)
+    loss_before, _ = learner_lib.compute_loss(agent, learner_lib.to_time_major(tensors), config)
+    logs = learner.train_step(tensors)
+    loss_after, _ = learner_lib.compute_loss(agent, learner_lib.to_time_major(tensors), config)
+    assert bool(logs["update_applied"])
+    assert int(learner.num_environment_frames.numpy()) == 3 * 10 * 4
+    assert float(loss_after) < float(loss_before)
+    np.testing.assert_allclose(float(logs["learning_rate"]), 1e-3)  # read before the update
+    logs = learner.train_step(tensors)
+    np.testing.assert_allclose(float(logs["learning_rate"]), 1e-3 * (1 - 120 / 10**6), rtol=1e-6)
+    assert int(learner.num_updates.numpy()) == 2
+
+
+def test_non_finite_loss_skips_the_update(agent_and_batch):
+    _, batch = agent_and_batch
+    agent = make_agent()
+    config = LearnerConfig(batch_size=3, unroll_length=10)
+    learner = learner_lib.Learner(agent, config, num_action_repeats=4)
+    poisoned = batch._replace(
+        env_outputs=batch.env_outputs._replace(
+            reward=np.full_like(batch.env_outputs.reward, np.nan)
+        )
+    )
+    tensors = to_tensors(poisoned)
+    learner.build(tensors)
+    before = [v.numpy().copy() for v in agent.trainable_variables]
+    logs = learner.train_step(tensors)
+    assert not bool(logs["update_applied"])
+    assert int(learner.num_environment_frames.numpy()) == 0
+    assert int(learner.num_skipped_updates.numpy()) == 1
+    for old, new in zip(before, agent.trainable_variables, strict=True):
+        np.testing.assert_array_equal(old, new.numpy())
