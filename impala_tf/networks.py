@@ -488,7 +488,9 @@ class Agent(snt.Module):
         frame = tf.zeros((1,) + tuple(observation_spec.frame.shape), tf.uint8)
         env_output = structures.StepOutput(
             reward=tf.zeros([1]),
-            info=structures.StepOutputInfo(tf.zeros([1]), tf.zeros([1], tf.int32)),
+            info=structures.StepOutputInfo(
+                tf.zeros([1]), tf.zeros([1], tf.int32), tf.zeros([1], tf.bool)
+            ),
             done=tf.ones([1], tf.bool),
             observation=structures.Observation(frame, tf.constant([""])),
         )

@@ -96,16 +96,21 @@ class Observation(NamedTuple):
 
 
 class StepOutputInfo(NamedTuple):
-    """Statistics of the current episode, as of this step.
+    """Statistics of the current game, as of this step.
+
+    For Atari in training, losing a life ends the *episode* (`done`, Table G.1) but not the *game*;
+    the statistics (what gets logged and scored) are per game. Elsewhere game and episode coincide.
 
     Attributes:
-      episode_return: float32, sum of raw (unclipped) rewards so far; on a `done` step, the finished
-        episode's return.
-      episode_step: int32, agent steps so far (frames = steps x action repeats).
+      episode_return: float32, sum of raw (unclipped) rewards of the game so far; on the step that
+        ends it, the finished game's return.
+      episode_step: int32, agent steps of the game so far (frames = steps x action repeats).
+      game_over: bool, True on the step that ended a whole game (implies `done`).
     """
 
     episode_return: Any
     episode_step: Any
+    game_over: Any
 
 
 class StepOutput(NamedTuple):
@@ -176,6 +181,7 @@ def step_output_specs(observation_spec: Observation) -> StepOutput:
         info=StepOutputInfo(
             episode_return=ArraySpec((), np.float32, "episode_return"),
             episode_step=ArraySpec((), np.int32, "episode_step"),
+            game_over=ArraySpec((), np.bool_, "game_over"),
         ),
         done=ArraySpec((), np.bool_, "done"),
         observation=observation_spec,
@@ -228,7 +234,7 @@ def initial_step_output(observation: Observation) -> StepOutput:
     """The first `StepOutput` of a run: reward 0, zero info, `done=True` (the release's `initial()`)."""
     return StepOutput(
         reward=np.float32(0.0),
-        info=StepOutputInfo(np.float32(0.0), np.int32(0)),
+        info=StepOutputInfo(np.float32(0.0), np.int32(0), np.bool_(False)),
         done=np.bool_(True),
         observation=observation,
     )
@@ -257,11 +263,11 @@ EpisodeRecord.__doc__ = """One finished episode, as extracted from a trajectory'
 
 
 def finished_episodes(trajectory: Trajectory) -> list[EpisodeRecord]:
-    """The episodes that ended inside a trajectory (numpy, single unbatched trajectory).
+    """The games that ended inside a trajectory (numpy, single unbatched trajectory).
 
-    Index 0 overlaps the previous unroll and is skipped, so each episode is counted exactly once.
+    Index 0 overlaps the previous unroll and is skipped, so each game is counted exactly once.
     """
-    done = np.asarray(trajectory.env_outputs.done)[1:]
+    done = np.asarray(trajectory.env_outputs.info.game_over)[1:]
     returns = np.asarray(trajectory.env_outputs.info.episode_return)[1:]
     steps = np.asarray(trajectory.env_outputs.info.episode_step)[1:]
     level = trajectory.level_name

@@ -31,7 +31,9 @@ def make_env_outputs(rng, shape, t, b, instructions=None, done=None, reward=None
             if reward is None
             else np.asarray(reward, np.float32)
         ),
-        info=structures.StepOutputInfo(np.zeros((t, b), np.float32), np.zeros((t, b), np.int32)),
+        info=structures.StepOutputInfo(
+            np.zeros((t, b), np.float32), np.zeros((t, b), np.int32), np.zeros((t, b), bool)
+        ),
         done=np.zeros((t, b), bool) if done is None else np.asarray(done, bool),
         observation=structures.Observation(
             frame=rng.integers(0, 256, size=(t, b) + shape, dtype=np.uint8),
@@ -44,7 +46,9 @@ def index_time(env_outputs, i):
     return structures.StepOutput(
         reward=env_outputs.reward[i],
         info=structures.StepOutputInfo(
-            env_outputs.info.episode_return[i], env_outputs.info.episode_step[i]
+            env_outputs.info.episode_return[i],
+            env_outputs.info.episode_step[i],
+            env_outputs.info.game_over[i],
         ),
         done=env_outputs.done[i],
         observation=structures.Observation(
@@ -241,7 +245,9 @@ def test_steps_equal_unroll_with_done_mid_sequence():
     sub = structures.StepOutput(
         reward=env.reward[2:, 1:],
         info=structures.StepOutputInfo(
-            env.info.episode_return[2:, 1:], env.info.episode_step[2:, 1:]
+            env.info.episode_return[2:, 1:],
+            env.info.episode_step[2:, 1:],
+            env.info.game_over[2:, 1:],
         ),
         done=np.zeros((t - 2, 1), bool),
         observation=structures.Observation(

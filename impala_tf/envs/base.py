@@ -42,6 +42,10 @@ class Environment(abc.ABC):
           observation after the action (undefined content when `done`; `StepStream` resets).
         """
 
+    def game_over(self) -> bool:
+        """After a `done` step: whether the whole game ended (False for an Atari life loss)."""
+        return True
+
     def close(self) -> None:
         """Releases the environment's resources."""
 
@@ -51,8 +55,9 @@ class StepStream:
 
     `initial()` resets and returns the run's first `StepOutput` (`done=True`, reward 0, zero info).
     `step(action)` returns the next `StepOutput`; when the action ends an episode it resets at once,
-    returns the new episode's first observation with `done=True`, the final reward, and the finished
-    episode's `StepOutputInfo`; statistics restart from zero on the next step.
+    returns the new episode's first observation with `done=True`, the final reward, and the
+    `StepOutputInfo` of the game so far. Statistics are per game (`Environment.game_over`): they
+    restart from zero after a step with `info.game_over`, and run on across Atari life losses.
     """
 
     def __init__(self, env: Environment):
@@ -78,13 +83,15 @@ class StepStream:
         if not 0 <= action < self.env.num_actions:
             raise ValueError(f"action {action} outside [0, {self.env.num_actions})")
         reward, done, observation = self.env.step(action)
+        game_over = bool(done) and self.env.game_over()
         self._episode_return += float(reward)
         self._episode_step += 1
         info = structures.StepOutputInfo(
-            np.float32(self._episode_return), np.int32(self._episode_step)
+            np.float32(self._episode_return), np.int32(self._episode_step), np.bool_(game_over)
         )
         if done:
             observation = self.env.reset()
+        if game_over:
             self._episode_return = 0.0
             self._episode_step = 0
         return structures.StepOutput(

@@ -1,0 +1,239 @@
+"""Small numpy tasks with image observations, for tests, learning checks and laptop smoke runs.
+
+Not from the paper: they let the whole IMPALA system (facts sections 1-2 agents, V-trace, the actor /
+learner runtime) be trained to a known return in seconds on a CPU. Observations are like DMLab's
+(facts 1.4): uint8 RGB frames `[24, 24, 3]` and an empty instruction `b""`. 24x24 is the smallest
+size on which the shallow torso's VALID convolutions (8x8 stride 4, then 4x4 stride 2) still produce
+a 1x1 output; the deep ResNet torso (SAME padding) accepts any size.
+
+Toy tasks ignore `config.num_action_repeats`: `num_action_repeats = 1`, one agent step is one frame,
+so frame counts equal step counts.
+
+Levels:
+
+- `toy/catch` (3 actions: 0 left, 1 stay, 2 right). A ball falls from a random column of a 12x6
+  grid (rows x columns; each cell 2x4 pixels), one row per step; the paddle starts in column index 3
+  (of 0-5) of the bottom row. After 11 steps the ball reaches the bottom row and the episode ends
+  with +1 if the paddle is under it, else -1. Every episode lasts 11 steps. Optimal return: +1 (the
+  paddle is at most 3 columns away and has 11 moves). Uniformly random play (indeed any policy that
+  ignores the ball): the ball's column is uniform and independent of the paddle, so the catch
+  probability is exactly 1/6 and the expected return 2/6 - 1 = -2/3.
+- `toy/memory_corridor` (3 actions: 0 left, 1 right, 2 forward). The first observation shows a red
+  or green cue (chosen at random); every later observation is the same for both cues. Forward moves
+  one cell along a corridor of 5 cells to a junction; left and right bump into the corridor wall and do
+  nothing. At the junction, left or right ends the episode: +1 if it matches the cue (red -> left,
+  green -> right), -1 otherwise; forward waits. Episodes are cut at 28 steps with reward 0. Optimal
+  return +1 in 7 steps (6 forwards, 1 turn). Random play: expected return 0 (the cue is independent
+  of the random actions). Memoryless policies: expected return exactly 0, even when the agent is also
+  fed its last action and last reward (as the paper's agents are, facts 1.1): the junction can only
+  be entered by a forward, so the junction's observation, last action (forward) and last reward (0)
+  do not depend on the cue; only a memory (the LSTM) can exceed 0.
+- `toy/bandit` (3 actions). A contextual bandit: the frame is filled with red, green or blue (at
+  random); action i pays +1 for colour i, else 0; one step per episode. Optimal return 1, random 1/3.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+import numpy as np
+
+from impala_tf import structures
+from impala_tf.configs import EnvConfig
+from impala_tf.envs.base import Environment
+
+FRAME_HEIGHT = 24
+FRAME_WIDTH = 24
+FRAME_SHAPE = (FRAME_HEIGHT, FRAME_WIDTH, 3)
+
+RED = (255, 0, 0)
+GREEN = (0, 255, 0)
+BLUE = (0, 0, 255)
+WHITE = (255, 255, 255)
+GREY = (128, 128, 128)
+
+
+class ToyEnvironment(Environment):
+    """Shared parts: the `[24, 24, 3]` uint8 observation spec, one frame per step, a seeded rng."""
+
+    num_action_repeats = 1
+
+    def __init__(self, seed: int):
+        self.observation_spec = structures.observation_specs(FRAME_SHAPE)
+        self._rng = np.random.default_rng(seed)
+
+    @staticmethod
+    def _blank() -> np.ndarray:
+        return np.zeros(FRAME_SHAPE, np.uint8)
+
+    @staticmethod
+    def _observation(frame: np.ndarray) -> structures.Observation:
+        return structures.Observation(frame=frame, instruction=b"")
+
+    def _check_action(self, action: int) -> int:
+        action = int(action)
+        if not 0 <= action < self.num_actions:
+            raise ValueError(f"action {action} outside [0, {self.num_actions})")
+        return action
+
+
+class Catch(ToyEnvironment):
+    """`toy/catch`: catch a falling ball with a paddle (see the module docstring).
+
+    Args:
+      seed: seeds the ball's start columns.
+      rows: grid rows; the episode lasts `rows - 1` steps.
+      columns: grid columns.
+    """
+
+    num_actions = 3  # 0 left, 1 stay, 2 right.
+
+    def __init__(self, seed: int, rows: int = 12, columns: int = 6):
+        super().__init__(seed)
+        if FRAME_HEIGHT % rows or FRAME_WIDTH % columns:
+            raise ValueError(f"a {rows}x{columns} grid does not tile {FRAME_SHAPE[:2]} pixels")
+        self.rows = rows
+        self.columns = columns
+        self._cell = (FRAME_HEIGHT // rows, FRAME_WIDTH // columns)
+        self.ball_row = 0
+        self.ball_column = 0
+        self.paddle_column = columns // 2
+
+    def _fill(self, frame: np.ndarray, row: int, column: int, colour: tuple[int, int, int]) -> None:
+        h, w = self._cell
+        frame[row * h : (row + 1) * h, column * w : (column + 1) * w] = colour
+
+    def _render(self) -> structures.Observation:
+        frame = self._blank()
+        self._fill(frame, self.rows - 1, self.paddle_column, GREEN)
+        self._fill(frame, self.ball_row, self.ball_column, WHITE)
+        return self._observation(frame)
+
+    def reset(self) -> structures.Observation:
+        self.ball_row = 0
+        self.ball_column = int(self._rng.integers(self.columns))
+        self.paddle_column = self.columns // 2
+        return self._render()
+
+    def step(self, action: int) -> tuple[float, bool, structures.Observation]:
+        move = self._check_action(action) - 1
+        self.paddle_column = int(np.clip(self.paddle_column + move, 0, self.columns - 1))
+        self.ball_row += 1
+        if self.ball_row < self.rows - 1:
+            return 0.0, False, self._render()
+        reward = 1.0 if self.paddle_column == self.ball_column else -1.0
+        return reward, True, self._render()
+
+
+class MemoryCorridor(ToyEnvironment):
+    """`toy/memory_corridor`: remember a colour cue along a corridor (see the module docstring).
+
+    Args:
+      seed: seeds the cues.
+      corridor_length: corridor cells between the cue cell and the junction.
+      time_limit: steps after which an episode ends with reward 0; default `4 * (length + 2)`.
+    """
+
+    num_actions = 3
+    LEFT, RIGHT, FORWARD = 0, 1, 2
+
+    def __init__(self, seed: int, corridor_length: int = 5, time_limit: int | None = None):
+        super().__init__(seed)
+        if not 1 <= corridor_length <= FRAME_HEIGHT - 4:
+            raise ValueError(f"corridor_length must be in [1, {FRAME_HEIGHT - 4}]")
+        self.corridor_length = corridor_length
+        self.time_limit = time_limit or 4 * (corridor_length + 2)
+        self.cue = 0  # 0: red, the correct turn is left; 1: green, right.
+        self.position = 0  # 0 the cue cell, 1..corridor_length the corridor, then the junction.
+        self.steps = 0
+
+    @property
+    def junction(self) -> int:
+        return self.corridor_length + 1
+
+    def _render(self, show_cue: bool) -> structures.Observation:
+        frame = self._blank()
+        frame[:, :2] = GREY  # Corridor walls.
+        frame[:, -2:] = GREY
+        # Progress marker: a white square climbing from the bottom, one row per cell.
+        row = FRAME_HEIGHT - 2 - self.position
+        frame[row : row + 2, 11:13] = WHITE
+        if self.position == self.junction:
+            frame[:2, :] = WHITE  # The T-junction's crossing corridor.
+        if show_cue:
+            frame[6:14, 8:16] = RED if self.cue == 0 else GREEN
+        return self._observation(frame)
+
+    def reset(self) -> structures.Observation:
+        self.cue = int(self._rng.integers(2))
+        self.position = 0
+        self.steps = 0
+        return self._render(show_cue=True)
+
+    def step(self, action: int) -> tuple[float, bool, structures.Observation]:
+        action = self._check_action(action)
+        self.steps += 1
+        if self.position == self.junction and action != self.FORWARD:
+            reward = 1.0 if action == self.cue else -1.0
+            return reward, True, self._render(show_cue=False)
+        if action == self.FORWARD and self.position < self.junction:
+            self.position += 1
+        return 0.0, self.steps >= self.time_limit, self._render(show_cue=False)
+
+
+class Bandit(ToyEnvironment):
+    """`toy/bandit`: a one-step contextual bandit on the frame's colour (see the module docstring)."""
+
+    num_actions = 3
+    COLOURS = (RED, GREEN, BLUE)
+
+    def __init__(self, seed: int):
+        super().__init__(seed)
+        self.context = 0
+
+    def _render(self) -> structures.Observation:
+        frame = self._blank()
+        frame[:] = self.COLOURS[self.context]
+        return self._observation(frame)
+
+    def reset(self) -> structures.Observation:
+        self.context = int(self._rng.integers(len(self.COLOURS)))
+        return self._render()
+
+    def step(self, action: int) -> tuple[float, bool, structures.Observation]:
+        reward = 1.0 if self._check_action(action) == self.context else 0.0
+        return reward, True, self._render()
+
+
+TASKS: dict[str, type[ToyEnvironment]] = {
+    "toy/catch": Catch,
+    "toy/memory_corridor": MemoryCorridor,
+    "toy/bandit": Bandit,
+}
+
+
+def _task(level_name: str) -> type[ToyEnvironment]:
+    if level_name not in TASKS:
+        close = difflib.get_close_matches(level_name, TASKS, n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise ValueError(f"unknown toy task {level_name!r}; valid: {sorted(TASKS)}.{hint}")
+    return TASKS[level_name]
+
+
+def suite_levels(level_name: str, is_test: bool = False) -> list[str]:
+    """`[level_name]` for a known toy task (toy tasks have no suites or separate test levels)."""
+    del is_test
+    _task(level_name)
+    return [level_name]
+
+
+def environment_spec(level_name: str, config: EnvConfig) -> tuple[structures.Observation, int]:
+    """Observation specs (frame uint8 `[24, 24, 3]`, string instruction) and the action count."""
+    del config
+    return structures.observation_specs(FRAME_SHAPE), _task(level_name).num_actions
+
+
+def create(level_name: str, config: EnvConfig, seed: int, is_test: bool = False) -> Environment:
+    """A toy task seeded with `seed`; `config` and `is_test` change nothing (one frame per step)."""
+    del config, is_test
+    return _task(level_name)(seed)
