@@ -67,6 +67,17 @@ flags.DEFINE_float("clip_pg_rho_threshold", 1.0, "Policy-gradient rho-bar; <= 0 
 flags.DEFINE_float("vtrace_lambda", 1.0, "V-trace lambda (Remark 2); the paper uses 1.")
 flags.DEFINE_bool("atari_full_action_set", False, "Full 18 Atari actions (multi-task).")
 flags.DEFINE_float("checkpoint_minutes", 10.0, "Minutes between checkpoints (and one at exit).")
+flags.DEFINE_string("learner_hosts", "", "Comma-separated host:port of the learner tasks.")
+flags.DEFINE_string("actor_hosts", "", "Comma-separated host:port of the actor tasks (optional).")
+flags.DEFINE_string(
+    "collective_hosts",
+    "",
+    "host:port per learner for the gradient all-reduce (--num_learners > 1).",
+)
+flags.DEFINE_string(
+    "cluster_spec", "", "ClusterSpec or TF_CONFIG JSON (default: the TF_CONFIG variable, if set)."
+)
+flags.DEFINE_float("connect_seconds", 60.0, "How long an actor waits for its learner.")
 
 # (flag name) -> (config section, field); flags given explicitly override the preset.
 _FLAG_FIELDS: dict[str, tuple[str, str]] = {
@@ -182,7 +193,58 @@ def main(argv: list[str]) -> int:
     if FLAGS.mode == "describe":
         print(describe(config))
         return 0
+    if FLAGS.mode == "train":
+        return train(config, argv)
     raise app.UsageError(f"--mode={FLAGS.mode} is not available yet")
+
+
+def _cluster_and_role() -> tuple[Any, str, int]:
+    """The cluster, this process's job and task, from flags or a ClusterSpec/TF_CONFIG JSON."""
+    import os
+
+    from impala_tf import transport
+
+    text = FLAGS.cluster_spec or ("" if FLAGS.learner_hosts else os.environ.get("TF_CONFIG", ""))
+    if text:
+        cluster, job_name, task = transport.cluster_from_json(text)
+        job_name = job_name or FLAGS.job_name
+        task = FLAGS.task if task is None else task
+    else:
+        cluster = transport.cluster_from_flags(
+            FLAGS.learner_hosts, FLAGS.actor_hosts, FLAGS.collective_hosts
+        )
+        job_name, task = FLAGS.job_name, FLAGS.task
+    return cluster, job_name, task
+
+
+def train(config: configs.Config, argv: list[str]) -> int:
+    """Local run (`--task=-1`, no cluster given) or one task of a distributed run."""
+    import os
+
+    from impala_tf import bookkeeping, launcher, runtime
+
+    try:
+        bookkeeping.ensure_writable_logdir(config.runtime.logdir)
+    except bookkeeping.LogdirError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    distributed = FLAGS.task >= 0 or FLAGS.cluster_spec or os.environ.get("TF_CONFIG")
+    if not distributed:
+        return launcher.launch_local(
+            sys.argv[1:],
+            num_learners=config.runtime.num_learners,
+            num_actors=config.runtime.num_actors,
+            logdir=config.runtime.logdir,
+        )
+    try:
+        cluster, job_name, task = _cluster_and_role()
+    except ValueError as error:
+        print(f"error: bad cluster specification: {error}", file=sys.stderr)
+        return 2
+    if job_name == "learner":
+        runtime.run_learner(config, cluster, task)
+        return 0
+    return runtime.run_actor(config, cluster, task, connect_seconds=FLAGS.connect_seconds)
 
 
 if __name__ == "__main__":

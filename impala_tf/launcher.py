@@ -114,7 +114,7 @@ def launch_local(
     base = [python, "-m", "impala_tf.experiment", *flags]
     cluster_flags = [
         f"--learner_hosts={learner_hosts}",
-        f"--learner_collective_hosts={collective_hosts}",
+        f"--collective_hosts={collective_hosts}",
         f"--num_learners={num_learners}",
         f"--num_actors={num_actors}",
     ]

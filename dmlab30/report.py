@@ -1,0 +1,262 @@
+"""Reproduces the paper's DMLab-30 tables from evaluation results: Table 3 and Table B.1 (facts 5.3).
+
+Usage::
+
+    python -m dmlab30.report RESULTS.json [RESULTS2.json ...] [--format=markdown|csv]
+        [--output=PATH] [--allow_missing]
+
+Each results file (schema in `impala_tf.reports.common`, produced by `--mode=test`) becomes one
+"ours" column named by its file stem. Scoring is the paper's (App. B) and the release's
+(`dmlab30.scoring`, facts 4.3): per level the mean episode return, normalised against the release's
+human and random references, `(mean - random) / (human - random) * 100`; the capped score caps each
+level at 100 % from above (no lower bound) and averages over the 30 test levels. Training level names
+count for their test names (the release does the same; note the two split levels' test versions are
+harder, facts 4.3), and non-DMLab-30 levels in the file are listed and ignored.
+
+By default every one of the 30 levels must have at least one return (the paper's definition): a
+missing level is an error naming all missing levels. `--allow_missing` renders the levels present,
+shows "n/a" for the others and reports no mean.
+
+Table B.1 columns: Human and Random are the release's references (the ones used to normalise; the
+paper prints them rounded), Experts and IMPALA are the paper's printed test scores
+(IMPALA-Experts deep, and IMPALA deep PBT), then per results file: our mean return, our normalised
+score (uncapped, %) and our return minus the paper's IMPALA return. Rows follow the release's level
+names; the four lasertag rows are printed with permuted labels in the paper (facts 4.3 caveat;
+`dmlab30.paper_results`) and are marked.
+
+The output ends with the first results file's `Mean uncapped human-normalised score: Y%` and, as the
+very last line, `Mean capped human-normalised score: X%`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from collections.abc import Sequence
+
+from dmlab30 import levels, paper_results, scoring
+from impala_tf.reports import common
+from impala_tf.reports.common import Column, EvaluationResults, Report, Table
+
+NUM_LEVELS = len(levels.TEST_LEVELS)
+PAPER_EPISODES_PER_LEVEL = 500  # Table 3 (facts 5.3).
+CAPPED_LABEL = "Mean capped human-normalised score"
+UNCAPPED_LABEL = "Mean uncapped human-normalised score"
+
+
+@dataclasses.dataclass(frozen=True)
+class DMLab30Scores:
+    """Our DMLab-30 test scores from one results file.
+
+    Attributes:
+      mean_returns: test level -> mean episode return, None if missing (all 30 keys, release order).
+      normalized: test level -> uncapped human-normalised score in percent, None if missing.
+      capped: mean capped (100 %) score in percent, None unless all 30 levels are present.
+      uncapped: mean uncapped score in percent, None unless all 30 levels are present.
+      missing: test levels with no returns.
+      ignored: level names in the file that are not DMLab-30 levels.
+      training_names: DMLab-30 training names found in the file (scored as their test names).
+    """
+
+    mean_returns: dict[str, float | None]
+    normalized: dict[str, float | None]
+    capped: float | None
+    uncapped: float | None
+    missing: list[str]
+    ignored: list[str]
+    training_names: list[str]
+
+
+def score_results(results: EvaluationResults, allow_missing: bool = False) -> DMLab30Scores:
+    """Scores one results file as the paper does (see the module docstring).
+
+    Args:
+      results: the evaluation results.
+      allow_missing: if False, a missing DMLab-30 level is an error.
+
+    Returns:
+      The per-level and mean scores.
+
+    Raises:
+      ValueError: naming every missing level (unless `allow_missing`), or a level given under both
+        its training and its test name.
+    """
+    by_test: dict[str, list[float]] = {}
+    given_as: dict[str, str] = {}
+    ignored: list[str] = []
+    training_names: list[str] = []
+    for name, returns in results.returns.items():
+        test_name = levels.to_test_level(name)
+        if test_name not in levels.HUMAN_SCORES:
+            ignored.append(name)
+            continue
+        if test_name in by_test:
+            raise ValueError(
+                f"{results.name}: DMLab-30 level {test_name!r} given twice (as "
+                f"{given_as[test_name]!r} and {name!r})"
+            )
+        if name != test_name:
+            training_names.append(name)
+        by_test[test_name] = list(returns)
+        given_as[test_name] = name
+    missing = [level for level in levels.TEST_LEVELS if not by_test.get(level)]
+    if missing and not allow_missing:
+        raise ValueError(
+            f"{results.name}: {len(missing)} of the {NUM_LEVELS} DMLab-30 levels missing or without "
+            f"returns: {', '.join(missing)}. The paper's score needs all {NUM_LEVELS} test levels "
+            "(pass --allow_missing to render the others without a mean)."
+        )
+    mean_returns: dict[str, float | None] = {}
+    normalized: dict[str, float | None] = {}
+    for level in levels.TEST_LEVELS:
+        mean = results.mean_return(given_as[level]) if level in given_as else None
+        mean_returns[level] = mean
+        normalized[level] = None if mean is None else scoring.normalize(level, mean)
+    capped = uncapped = None
+    if not missing:
+        capped = scoring.compute_human_normalized_score(by_test, per_level_cap=100.0)
+        uncapped = scoring.compute_human_normalized_score(by_test, per_level_cap=None)
+    return DMLab30Scores(
+        mean_returns, normalized, capped, uncapped, missing, sorted(ignored), training_names
+    )
+
+
+def _ours_label(results: Sequence[EvaluationResults], r: EvaluationResults) -> str:
+    return "ours" if len(results) == 1 else f"ours ({r.name})"
+
+
+def table_3(results: Sequence[EvaluationResults], scores: Sequence[DMLab30Scores]) -> Table:
+    """Table 3 (paper rows as printed) plus one "ours" row per results file."""
+    table = Table(
+        "Table 3: DMLab-30 test, mean capped human-normalised score",
+        [Column("Model"), Column("Test score", digits=1, suffix="%")],
+    )
+    for model, score in paper_results.TABLE_3.items():
+        table.add_row([model, score])
+    for r, s in zip(results, scores, strict=True):
+        table.add_row([_ours_label(results, r), s.capped])
+    table.notes.append(
+        f"Paper: {PAPER_EPISODES_PER_LEVEL} episodes per level, best score per architecture. "
+        "Ours: " + "; ".join(f"`{r.name}`" for r in results) + "."
+    )
+    return table
+
+
+def table_b1(results: Sequence[EvaluationResults], scores: Sequence[DMLab30Scores]) -> Table:
+    """Table B.1 (paper columns) with our return, normalised score and difference per file."""
+    columns = [
+        Column("Level"),
+        Column("Human", numeric=True),
+        Column("Random", numeric=True),
+        Column("Experts (paper)", digits=1),
+        Column("IMPALA (paper)", digits=1),
+    ]
+    for r in results:
+        columns += [
+            Column(f"{r.name}", digits=1),
+            Column(f"{r.name} norm.", digits=1, suffix="%"),
+            Column(f"{r.name} - IMPALA", digits=1),
+        ]
+    table = Table("Table B.1: DMLab-30 test scores per level", columns)
+    relabelled = []
+    for level in levels.TEST_LEVELS:
+        row = paper_results.TABLE_B1[level]
+        label = level
+        if row.printed_name != level:
+            label = f"{level} †"
+            relabelled.append(f"{level} (printed as {row.printed_name})")
+        cells: list[common.Cell] = [
+            label,
+            levels.HUMAN_SCORES[level],
+            levels.RANDOM_SCORES[level],
+            row.experts,
+            row.impala,
+        ]
+        for s in scores:
+            mean = s.mean_returns[level]
+            diff = None if mean is None else mean - row.impala
+            cells += [mean, s.normalized[level], diff]
+        table.add_row(cells)
+    printed = paper_results.TABLE_B1_PRINTED_MEAN_CAPPED
+    cells = ["Mean capped normalised score", "100%", "0%", printed["experts"], printed["impala"]]
+    for s in scores:
+        diff = None if s.capped is None else s.capped - printed["impala"]
+        cells += ["", s.capped, diff]
+    table.add_row(cells)
+    cells = ["Mean uncapped normalised score", "100%", "0%", None, None]
+    for s in scores:
+        cells += ["", s.uncapped, None]
+    table.add_row(cells)
+    table.notes += [
+        "Human / Random: the release's references used for normalising (the paper prints them "
+        "rounded). Experts = IMPALA-Experts (deep), IMPALA = IMPALA (deep, PBT), as printed. "
+        "`<name>`: our mean episode return; `norm.`: our human-normalised score (uncapped); "
+        "`- IMPALA`: our return minus the paper's IMPALA return (mean rows: percentage points).",
+        "† the paper's lasertag row labels are permuted relative to the release's references "
+        "(facts 4.3; which is right is UNVERIFIED); rows here follow the release names: "
+        + "; ".join(relabelled)
+        + ".",
+    ]
+    for r, s in zip(results, scores, strict=True):
+        if s.training_names:
+            table.notes.append(
+                f"`{r.name}`: training levels {', '.join(s.training_names)} scored as their test "
+                "levels (as the release does)."
+            )
+        if s.ignored:
+            table.notes.append(f"`{r.name}`: ignored non-DMLab-30 levels: {', '.join(s.ignored)}.")
+        if s.missing:
+            table.notes.append(
+                f"`{r.name}`: {len(s.missing)} of {NUM_LEVELS} levels missing (n/a): "
+                f"{', '.join(s.missing)}; no mean score."
+            )
+    table.notes += common.results_notes(results, PAPER_EPISODES_PER_LEVEL)
+    return table
+
+
+def build_report(results: Sequence[EvaluationResults], allow_missing: bool = False) -> Report:
+    """Table 3 and Table B.1 with our results; summary lines for the first results file.
+
+    Raises:
+      ValueError: see `score_results`.
+    """
+    if not results:
+        raise ValueError("no results given")
+    scores = [score_results(r, allow_missing) for r in results]
+    first = scores[0]
+    reason = f"missing {len(first.missing)} of the {NUM_LEVELS} DMLab-30 levels"
+    lines = [
+        common.percent_line(UNCAPPED_LABEL, first.uncapped, reason),
+        common.percent_line(CAPPED_LABEL, first.capped, reason),
+    ]
+    return Report([table_3(results, scores), table_b1(results, scores)], lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command-line entry point; returns the exit status (0 ok, 1 bad input)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m dmlab30.report",
+        description="Render the IMPALA paper's DMLab-30 Table 3 and Table B.1 next to our results.",
+    )
+    parser.add_argument("results", nargs="+", help="evaluation results JSON file(s)")
+    parser.add_argument("--format", choices=("markdown", "csv"), default="markdown")
+    parser.add_argument("--output", default=None, help="write here instead of stdout")
+    parser.add_argument(
+        "--allow_missing",
+        action="store_true",
+        help="render with missing levels as n/a and no mean (default: error, as in the paper)",
+    )
+    args = parser.parse_args(argv)
+    try:
+        results = common.load_results_files(args.results)
+        report = build_report(results, allow_missing=args.allow_missing)
+    except ValueError as error:  # Includes common.ResultsError.
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    common.write_output(report.render(args.format), args.output)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,733 @@
+"""Environment worker processes: each environment steps in its own process (facts 6.1, 6.2, 6.4).
+
+The official release ran every environment in a separate Python process (`py_process`, facts 6.2)
+so that stepping happens outside the GIL of the process that runs the agent, and shuttled
+`initial()` / `step(action)` calls over a `multiprocessing.Pipe`; child exceptions were re-raised in
+the parent. This module is the TF2 equivalent without the graph plumbing:
+
+- `EnvWorker` runs one `StepStream` (auto-reset and episode statistics, facts 4.2) in a child
+  process and answers `initial()` / `step(action)`; the asynchronous pairs `send_step` / `receive`
+  let a batch of workers step in parallel.
+- `BatchedEnvironment` steps the E environments of one actor as a batch: it sends all actions, then
+  receives all outputs, and returns a `StepOutput` with a leading `[E]` dimension (the actor loop of
+  facts 6.4, with E environments per actor for batched inference).
+
+Process model
+-------------
+Children are started with *spawn semantics* (a fresh interpreter via fork+exec, never a bare fork:
+the parent may have TensorFlow and its thread pools loaded). They are launched with `subprocess`
+rather than `multiprocessing.get_context("spawn").Process`, because multiprocessing's spawn re-imports
+the parent's `__main__` module in every child, and the training entry point imports TensorFlow at
+module level: each environment process would then load TensorFlow (seconds and hundreds of MB each).
+Here a child imports only `impala_tf.envs.workers` (numpy, no TensorFlow), the module that defines the
+factory, and the environment's own dependencies. The parent's `sys.path` is sent to the child first,
+so factories defined in scripts or test modules can be unpickled there.
+
+The parent and child talk over a Unix socket pair (`multiprocessing.connection.Connection`), one
+pickle (protocol 5) per direction per call. The child ignores SIGINT (the parent shuts it down) and
+exits when the pipe reaches EOF or its parent process changes, so a parent killed with SIGKILL leaves
+no orphans. `close()` asks children to exit, then terminates and finally kills them, and always reaps
+them; a `weakref.finalize` (run at interpreter exit too) does the same for workers never closed.
+
+Failures
+--------
+- A Python exception inside the environment is sent back and raised in the parent as
+  `EnvWorkerError`, whose message carries the original exception type, text and the child's
+  formatted traceback. The child keeps serving afterwards.
+- A worker that dies (killed, segfault, pipe EOF) is replaced by `BatchedEnvironment`: a fresh worker
+  is started from the same factory and that slot of the batch returns the new worker's `initial()`
+  output, with `done=True`, so the agent resets its core state there. The unfinished episode is
+  dropped and its statistics are lost (no `EpisodeRecord` is produced for it). If the factory has a
+  `for_restart(restart_index)` method (`EnvFactory` does), the replacement is built from
+  `factory.for_restart(n)`, which offsets the seed, so the new worker does not replay the episodes of
+  the first one; plain callables are reused as they are.
+- A slot that fails `max_consecutive_failures` times in a row (dies, or fails to start, with no
+  successful step in between) raises `EnvWorkerError` instead of restarting forever; e.g. a factory
+  that always raises at construction is tried exactly that many times.
+- A call that does not answer within `step_timeout` seconds raises `EnvWorkerError`: the hung worker
+  is killed and replaced first, and the error's `partial_output` holds the batch's `StepOutput` in
+  which that slot carries the replacement's `initial()` (so an actor may catch it and continue).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import pickle
+import select
+import signal
+import subprocess
+import sys
+import time
+import traceback
+import weakref
+from collections.abc import Callable, Sequence
+from multiprocessing.connection import Connection, Pipe
+from typing import Any
+
+import numpy as np
+import tree
+
+from impala_tf import structures
+from impala_tf.configs import EnvConfig
+from impala_tf.envs.base import Environment, StepStream
+
+__all__ = ["EnvFactory", "EnvWorker", "EnvWorkerError", "BatchedEnvironment", "Factory"]
+
+_LOG = logging.getLogger(__name__)
+
+Factory = Callable[[], Environment]
+"""A picklable zero-argument callable returning an `Environment` (e.g. `EnvFactory`)."""
+
+# Commands (parent -> child) and statuses (child -> parent).
+_INITIAL = 0
+_STEP = 1
+_CLOSE = 2
+_OK = 0
+_ERROR = 1
+
+_PICKLE_PROTOCOL = 5
+# How often (seconds) an idle child checks that its parent is still alive.
+_PARENT_POLL_SECONDS = 1.0
+# Seed offset between consecutive replacements of one slot (prime, far above actor counts).
+_RESTART_SEED_STRIDE = 1_000_003
+
+_CHILD_BOOTSTRAP = (
+    "import sys\n"
+    "from multiprocessing.connection import Connection\n"
+    "conn = Connection(int(sys.argv[1]))\n"
+    "sys.path[:] = conn.recv()\n"
+    "from impala_tf.envs.workers import _child_main\n"
+    "_child_main(conn)\n"
+)
+
+
+class EnvWorkerError(RuntimeError):
+    """An environment worker failed: an exception in the child, a dead or hung child.
+
+    Attributes:
+      remote_type: name of the exception type raised in the child, or None.
+      remote_message: `str()` of that exception, or None.
+      remote_traceback: the child's formatted traceback, or None.
+      partial_output: for a timeout in `BatchedEnvironment.step`/`initial`, the batch's
+        `StepOutput` `[E]` with the hung slot replaced (its `initial()` output); otherwise None.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        remote_type: str | None = None,
+        remote_message: str | None = None,
+        remote_traceback: str | None = None,
+    ):
+        super().__init__(message)
+        self.remote_type = remote_type
+        self.remote_message = remote_message
+        self.remote_traceback = remote_traceback
+        self.partial_output: structures.StepOutput | None = None
+
+
+class _WorkerDied(EnvWorkerError):
+    """The child process is gone (EOF or broken pipe)."""
+
+
+class _WorkerTimeout(EnvWorkerError):
+    """The child did not answer in time."""
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvFactory:
+    """Builds one environment through the registry (`impala_tf.envs.create_environment`).
+
+    Picklable; resolved in the worker process, so only the environment's own module is imported
+    there.
+
+    Attributes:
+      level_name: a single level (not a suite name), e.g. `toy/memory_corridor`, `atari/pong`.
+      config: the `EnvConfig`.
+      seed: the environment's seed (the release used actor index + 1; facts 4.2).
+      is_test: evaluation settings.
+    """
+
+    level_name: str
+    config: EnvConfig
+    seed: int
+    is_test: bool = False
+
+    def __call__(self) -> Environment:
+        from impala_tf import envs
+
+        return envs.create_environment(self.level_name, self.config, self.seed, self.is_test)
+
+    def for_restart(self, restart_index: int) -> EnvFactory:
+        """The factory of the `restart_index`-th replacement: seed offset by a large prime stride."""
+        seed = (self.seed + restart_index * _RESTART_SEED_STRIDE) % (2**31 - 1)
+        return dataclasses.replace(self, seed=seed)
+
+
+def _dumps(obj: Any) -> bytes:
+    return pickle.dumps(obj, protocol=_PICKLE_PROTOCOL)
+
+
+def _wire(output: structures.StepOutput, flat_spec: list[structures.ArraySpec]) -> list:
+    """A `StepOutput` as a flat list that pickles cheaply (in the child).
+
+    `flat_spec` is `tree.flatten(structures.step_output_specs(observation_spec))`. Scalar leaves
+    travel as Python scalars, other numeric leaves as raw bytes (after checking them against the
+    spec, so a mis-specified environment fails in the child with a clear error), string leaves as
+    themselves.
+    """
+    wire = []
+    for leaf_spec, value in zip(flat_spec, tree.flatten(output), strict=True):
+        if np.dtype(leaf_spec.dtype) == np.object_:
+            if isinstance(value, np.ndarray) and value.shape == ():
+                value = value.item()
+            wire.append(value)
+        elif not leaf_spec.shape:
+            wire.append(value.item() if isinstance(value, np.generic) else value)
+        else:
+            array = np.asarray(value)
+            if array.shape != tuple(leaf_spec.shape) or array.dtype != np.dtype(leaf_spec.dtype):
+                raise ValueError(
+                    f"observation {leaf_spec.name!r}: expected "
+                    f"{np.dtype(leaf_spec.dtype).name}{list(leaf_spec.shape)}, "
+                    f"got {array.dtype.name}{list(array.shape)}"
+                )
+            wire.append(array.tobytes())
+    return wire
+
+
+def _is_simple(spec: Any) -> bool:
+    """Whether `spec` is made of NamedTuples and `ArraySpec`s only (fast unflattening)."""
+    if isinstance(spec, structures.ArraySpec):
+        return True
+    return isinstance(spec, tuple) and hasattr(spec, "_fields") and all(map(_is_simple, spec))
+
+
+def _build(spec: Any, leaves: Any) -> Any:
+    if isinstance(spec, structures.ArraySpec):
+        return next(leaves)
+    return type(spec)(*(_build(field, leaves) for field in spec))
+
+
+def _unwire(wires: Sequence[list], spec: Any, flat_spec: list[structures.ArraySpec]) -> Any:
+    """Stacks E wire lists into the structure of `spec` with a leading `[E]` dimension.
+
+    Args:
+      wires: E outputs of `_wire`.
+      spec: `structures.step_output_specs(observation_spec)`.
+      flat_spec: `tree.flatten(spec)`.
+
+    Returns:
+      A `StepOutput` of arrays `[E, ...]`; string leaves are object arrays of bytes.
+    """
+    num = len(wires)
+    leaves = []
+    for j, leaf_spec in enumerate(flat_spec):
+        shape = (num,) + tuple(leaf_spec.shape)
+        if np.dtype(leaf_spec.dtype) == np.object_:
+            out = np.empty(shape, dtype=object)
+            for i, wire in enumerate(wires):
+                out[i] = wire[j]
+        elif not leaf_spec.shape:
+            out = np.array([wire[j] for wire in wires], dtype=leaf_spec.dtype)
+        else:
+            out = np.empty(shape, dtype=leaf_spec.dtype)
+            view = memoryview(out).cast("B")
+            size = out.nbytes // num
+            for i, wire in enumerate(wires):
+                view[i * size : (i + 1) * size] = wire[j]
+        leaves.append(out)
+    if _is_simple(spec):
+        return _build(spec, iter(leaves))
+    return tree.unflatten_as(spec, leaves)
+
+
+def _error_payload(exc: BaseException) -> tuple[str, str, str]:
+    return (
+        type(exc).__qualname__,
+        str(exc),
+        "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
+    )
+
+
+def _child_main(conn: Connection) -> None:
+    """The worker process: build the environment, then serve commands until close or EOF."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    parent_pid = os.getppid()
+    poller = select.poll()
+    poller.register(conn.fileno(), select.POLLIN)
+    stream = None
+    try:
+        try:
+            payload = conn.recv_bytes()
+        except (EOFError, OSError):
+            return
+        try:
+            factory = pickle.loads(payload)
+            env = factory()
+            if not isinstance(env, Environment):
+                raise TypeError(f"factory returned {type(env).__name__}, not an Environment")
+            stream = StepStream(env)
+            flat_spec = tree.flatten(structures.step_output_specs(env.observation_spec))
+            info = (env.observation_spec, int(env.num_actions), int(env.num_action_repeats))
+        except BaseException as exc:  # noqa: BLE001 - every failure goes back to the parent.
+            conn.send_bytes(_dumps((_ERROR, _error_payload(exc))))
+            return
+        conn.send_bytes(_dumps((_OK, info)))
+        while True:
+            if not poller.poll(_PARENT_POLL_SECONDS * 1000):
+                if os.getppid() != parent_pid:
+                    return  # Orphaned: the parent died without closing the pipe.
+                continue
+            command, argument = pickle.loads(conn.recv_bytes())
+            if command == _CLOSE:
+                return
+            try:
+                if command == _STEP:
+                    reply = (_OK, _wire(stream.step(argument), flat_spec))
+                elif command == _INITIAL:
+                    reply = (_OK, _wire(stream.initial(), flat_spec))
+                else:
+                    raise ValueError(f"unknown worker command {command!r}")
+            except Exception as exc:  # noqa: BLE001 - sent to the parent, the child keeps serving.
+                reply = (_ERROR, _error_payload(exc))
+            conn.send_bytes(_dumps(reply))
+    except (EOFError, OSError):
+        return  # The parent closed the pipe or died.
+    finally:
+        if stream is not None:
+            try:
+                stream.close()
+            except Exception:  # noqa: BLE001 - exiting anyway.
+                pass
+        conn.close()
+
+
+def _shutdown(process: subprocess.Popen, conn: Connection, timeout: float) -> None:
+    """Asks the child to exit, then terminates, then kills it; always reaps it. Idempotent."""
+    if process.poll() is None and not conn.closed:
+        try:
+            conn.send_bytes(_dumps((_CLOSE, None)))
+        except OSError:
+            pass
+    if not conn.closed:
+        conn.close()  # EOF also makes the child exit.
+    if process.poll() is None:
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.terminate()
+            try:
+                process.wait(1.0)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+class EnvWorker:
+    """One environment, wrapped in a `StepStream`, running in its own process.
+
+    The constructor starts the process and returns at once; the first call (or `wait_ready()`)
+    waits for the environment to be built. Not thread-safe: one caller at a time.
+
+    Args:
+      factory: a picklable zero-argument callable returning an `Environment` (e.g. `EnvFactory`).
+      start_timeout: seconds to wait for the environment to be built (None: forever).
+      close_timeout: seconds `close()` waits for a clean exit before terminating the child.
+      name: a label for logs and errors.
+
+    Raises:
+      pickle.PicklingError, AttributeError, TypeError: if `factory` cannot be pickled.
+    """
+
+    def __init__(
+        self,
+        factory: Factory,
+        start_timeout: float | None = 600.0,
+        close_timeout: float = 5.0,
+        name: str = "env",
+    ):
+        payload = _dumps(factory)  # Fails here, in the parent, for unpicklable factories.
+        self.name = name
+        self._start_timeout = start_timeout
+        self._close_timeout = close_timeout
+        self._ready = False
+        self._pending = 0
+        self._observation_spec: structures.Observation | None = None
+        self._num_actions = 0
+        self._num_action_repeats = 1
+        parent_conn, child_conn = Pipe(duplex=True)
+        try:
+            self._process = subprocess.Popen(
+                [sys.executable, "-c", _CHILD_BOOTSTRAP, str(child_conn.fileno())],
+                pass_fds=(child_conn.fileno(),),
+                close_fds=True,
+            )
+        except BaseException:
+            parent_conn.close()
+            raise
+        finally:
+            child_conn.close()
+        self._conn = parent_conn
+        self._poller = select.poll()  # Cheaper than Connection.poll, which builds a selector.
+        self._poller.register(parent_conn.fileno(), select.POLLIN)
+        self._finalizer = weakref.finalize(
+            self, _shutdown, self._process, self._conn, close_timeout
+        )
+        try:
+            self._conn.send(list(sys.path))
+            self._conn.send_bytes(payload)
+        except OSError:
+            pass  # The child died at once; reported by wait_ready().
+
+    @property
+    def pid(self) -> int:
+        return self._process.pid
+
+    def is_alive(self) -> bool:
+        return self._process.poll() is None
+
+    @property
+    def observation_spec(self) -> structures.Observation:
+        self.wait_ready()
+        return self._observation_spec
+
+    @property
+    def num_actions(self) -> int:
+        self.wait_ready()
+        return self._num_actions
+
+    @property
+    def num_action_repeats(self) -> int:
+        self.wait_ready()
+        return self._num_action_repeats
+
+    def wait_ready(self, timeout: float | None = -1.0) -> None:
+        """Waits until the child has built its environment.
+
+        Args:
+          timeout: seconds; -1 means the constructor's `start_timeout`, None means forever.
+
+        Raises:
+          EnvWorkerError: the factory raised (with the child's traceback), the child died, or it
+            did not answer in time.
+        """
+        if self._ready:
+            return
+        if timeout == -1.0:
+            timeout = self._start_timeout
+        self._observation_spec, self._num_actions, self._num_action_repeats = self._recv(
+            timeout, "start"
+        )
+        self._output_spec = structures.step_output_specs(self._observation_spec)
+        self._flat_spec = tree.flatten(self._output_spec)
+        self._ready = True
+
+    def send_initial(self) -> None:
+        """Asks the child to reset its stream; collect the `StepOutput` with `receive()`."""
+        self._send(_INITIAL, None)
+
+    def send_step(self, action: int) -> None:
+        """Sends `action` (int in `[0, num_actions)`); collect the `StepOutput` with `receive()`."""
+        self._send(_STEP, int(action))
+
+    def receive(self, timeout: float | None = None) -> structures.StepOutput:
+        """The answer to the oldest outstanding `send_initial` / `send_step`.
+
+        Args:
+          timeout: seconds to wait (None: forever).
+
+        Returns:
+          A `StepOutput` of numpy scalars (reward float32, info (float32, int32), done bool) and the
+          environment's `Observation`.
+
+        Raises:
+          EnvWorkerError: the environment raised (the child is still usable), the child died, or
+            the answer did not come in time (the child is then out of step and should be closed).
+        """
+        batch = _unwire([self.receive_wire(timeout)], self._output_spec, self._flat_spec)
+        return tree.map_structure(lambda x: x[0], batch)
+
+    def initial(self, timeout: float | None = None) -> structures.StepOutput:
+        """Resets and returns the first `StepOutput` (`done=True`, reward 0, zero info)."""
+        self.send_initial()
+        return self.receive(timeout)
+
+    def step(self, action: int, timeout: float | None = None) -> structures.StepOutput:
+        """Applies `action` and returns the next `StepOutput` (auto-reset on episode end)."""
+        self.send_step(action)
+        return self.receive(timeout)
+
+    def receive_wire(self, timeout: float | None = None) -> list:
+        """Like `receive`, but returns the raw wire list (see `_wire`), for batching."""
+        if self._pending <= 0:
+            raise RuntimeError(f"{self.name}: receive() without a pending send")
+        self._pending -= 1
+        return self._recv(timeout, "step")
+
+    def close(self) -> None:
+        """Stops the child (close command, then SIGTERM, then SIGKILL) and reaps it. Idempotent."""
+        self._finalizer()
+
+    def kill(self) -> None:
+        """Kills the child at once (for hung workers) and reaps it."""
+        if self._process.poll() is None:
+            self._process.kill()
+        self._finalizer()
+
+    def __enter__(self) -> EnvWorker:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def _send(self, command: int, argument: Any) -> None:
+        self.wait_ready()
+        if self._conn.closed:
+            raise _WorkerDied(f"{self.name} (pid {self.pid}) is closed")
+        try:
+            self._conn.send_bytes(_dumps((command, argument)))
+        except OSError as exc:
+            raise _WorkerDied(f"{self.name} (pid {self.pid}) died: {exc}") from exc
+        self._pending += 1
+
+    def _recv(self, timeout: float | None, what: str) -> Any:
+        if self._conn.closed:
+            raise _WorkerDied(f"{self.name} (pid {self.pid}) is closed")
+        try:
+            if timeout is not None and not self._poller.poll(max(timeout, 0.0) * 1000):
+                raise _WorkerTimeout(
+                    f"{self.name} (pid {self.pid}) did not answer {what} within {timeout} s"
+                )
+            status, payload = pickle.loads(self._conn.recv_bytes())
+        except (EOFError, OSError) as exc:
+            code = self._process.poll()
+            if code is None:
+                try:
+                    code = self._process.wait(1.0)
+                except subprocess.TimeoutExpired:
+                    code = None
+            raise _WorkerDied(
+                f"{self.name} (pid {self.pid}) died during {what} (exit code {code})"
+            ) from exc
+        if status == _ERROR:
+            remote_type, remote_message, remote_traceback = payload
+            raise EnvWorkerError(
+                f"{self.name} (pid {self.pid}) raised during {what}: "
+                f"{remote_type}: {remote_message}\n\nChild traceback:\n{remote_traceback}",
+                remote_type,
+                remote_message,
+                remote_traceback,
+            )
+        return payload
+
+
+class BatchedEnvironment:
+    """The E environments of one actor, each in its own worker process, stepped as a batch.
+
+    Not thread-safe: one actor thread drives it. See the module docstring for failure handling.
+
+    Args:
+      factories: E picklable zero-argument callables returning `Environment`s (e.g. `EnvFactory`);
+        all must have the same observation spec and number of actions.
+      step_timeout: seconds a batched `step`/`initial` may take before `EnvWorkerError` (None:
+        no limit). Generous by default: DMLab may compile a map when an episode resets.
+      start_timeout: seconds a worker may take to build its environment and return `initial()`.
+      max_consecutive_failures: N; a slot that dies or fails to start N times in a row raises.
+      close_timeout: seconds each worker gets to exit cleanly in `close()`.
+
+    Attributes:
+      restarts: total number of replaced workers.
+      restarts_per_slot: list of E counts.
+    """
+
+    def __init__(
+        self,
+        factories: Sequence[Factory],
+        step_timeout: float | None = 300.0,
+        start_timeout: float | None = 600.0,
+        max_consecutive_failures: int = 3,
+        close_timeout: float = 5.0,
+    ):
+        if not factories:
+            raise ValueError("BatchedEnvironment needs at least one factory")
+        if max_consecutive_failures < 1:
+            raise ValueError("max_consecutive_failures must be >= 1")
+        self._factories = list(factories)
+        self._step_timeout = step_timeout
+        self._start_timeout = start_timeout
+        self._max_failures = max_consecutive_failures
+        self._close_timeout = close_timeout
+        self.restarts = 0
+        self.restarts_per_slot = [0] * len(self._factories)
+        self._failures = [0] * len(self._factories)
+        self._closed = False
+        self._workers: list[EnvWorker | None] = [None] * len(self._factories)
+        try:
+            for i in range(len(self._factories)):
+                self._workers[i] = self._new_worker(i)
+            for i in range(len(self._factories)):
+                self._wait_ready_or_replace(i)
+        except BaseException:
+            self.close()
+            raise
+        first = self._workers[0]
+        self.observation_spec: structures.Observation = first.observation_spec
+        self.num_actions: int = first.num_actions
+        self.num_action_repeats: int = first.num_action_repeats
+        self._output_spec = structures.step_output_specs(self.observation_spec)
+        self._flat_spec = tree.flatten(self._output_spec)
+        for worker in self._workers[1:]:
+            if worker.num_actions != self.num_actions:
+                self.close()
+                raise ValueError(
+                    f"environments disagree on num_actions: {worker.num_actions} vs "
+                    f"{self.num_actions}"
+                )
+
+    @property
+    def num_envs(self) -> int:
+        return len(self._workers)
+
+    @property
+    def pids(self) -> list[int]:
+        """Process ids of the current workers."""
+        return [w.pid for w in self._workers if w is not None]
+
+    def initial(self) -> structures.StepOutput:
+        """Resets every environment; returns the first `StepOutput` `[E]` (all `done=True`)."""
+        self._check_open()
+        return self._batched_call([None] * self.num_envs)
+
+    def step(self, actions: Any) -> structures.StepOutput:
+        """Applies `actions` (ints, `[E]`) in parallel and returns the `StepOutput` `[E]`.
+
+        Slots whose worker died return a fresh worker's `initial()` output (`done=True`).
+
+        Raises:
+          EnvWorkerError: an environment raised (after all other slots were received), a slot
+            failed `max_consecutive_failures` times in a row, or the step timed out (see the
+            module docstring; `partial_output` holds the batch).
+        """
+        self._check_open()
+        actions = np.asarray(actions)
+        if actions.shape != (self.num_envs,):
+            raise ValueError(f"expected actions of shape [{self.num_envs}], got {actions.shape}")
+        return self._batched_call([int(a) for a in actions])
+
+    def close(self) -> None:
+        """Stops and reaps every worker. Idempotent."""
+        self._closed = True
+        for worker in self._workers:
+            if worker is not None:
+                worker.close()
+
+    def __enter__(self) -> BatchedEnvironment:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("BatchedEnvironment is closed")
+
+    def _new_worker(self, slot: int) -> EnvWorker:
+        factory = self._factories[slot]
+        restart = self.restarts_per_slot[slot]
+        if restart and hasattr(factory, "for_restart"):
+            factory = factory.for_restart(restart)
+        return EnvWorker(
+            factory,
+            start_timeout=self._start_timeout,
+            close_timeout=self._close_timeout,
+            name=f"env worker {slot}",
+        )
+
+    def _wait_ready_or_replace(self, slot: int) -> None:
+        while True:
+            try:
+                self._workers[slot].wait_ready()
+                return
+            except EnvWorkerError as exc:
+                self._replace(slot, exc)
+
+    def _replace(self, slot: int, error: EnvWorkerError) -> None:
+        """Kills the slot's worker and starts a new one, or raises after N consecutive failures."""
+        old = self._workers[slot]
+        old.kill()
+        self._failures[slot] += 1
+        if self._failures[slot] >= self._max_failures:
+            raise EnvWorkerError(
+                f"env worker {slot} failed {self._failures[slot]} times in a row; giving up. "
+                f"Last error: {error}",
+                error.remote_type,
+                error.remote_message,
+                error.remote_traceback,
+            ) from error
+        self.restarts += 1
+        self.restarts_per_slot[slot] += 1
+        _LOG.warning(
+            "Restarting env worker %d (restart %d of this slot, %d in a row) after: %s",
+            slot,
+            self.restarts_per_slot[slot],
+            self._failures[slot],
+            str(error).splitlines()[0],
+        )
+        self._workers[slot] = self._new_worker(slot)
+
+    def _restart_initial(self, slot: int, error: EnvWorkerError) -> list:
+        """Replaces a dead worker and returns its `initial()` output as a wire list."""
+        while True:
+            self._replace(slot, error)
+            worker = self._workers[slot]
+            try:
+                worker.wait_ready()
+                worker.send_initial()
+                return worker.receive_wire(self._start_timeout)
+            except EnvWorkerError as exc:
+                error = exc  # Died, hung, or raised while starting: counts as a failure.
+
+    def _batched_call(self, actions: list[int | None]) -> structures.StepOutput:
+        num = self.num_envs
+        wires: list[list | None] = [None] * num
+        dead: dict[int, EnvWorkerError] = {}
+        sent = [False] * num
+        for i, action in enumerate(actions):
+            try:
+                if action is None:
+                    self._workers[i].send_initial()
+                else:
+                    self._workers[i].send_step(action)
+                sent[i] = True
+            except _WorkerDied as exc:
+                dead[i] = exc
+        deadline = None if self._step_timeout is None else time.monotonic() + self._step_timeout
+        raised: EnvWorkerError | None = None
+        hung: EnvWorkerError | None = None
+        for i in range(num):
+            if not sent[i]:
+                continue
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                wires[i] = self._workers[i].receive_wire(remaining)
+                self._failures[i] = 0
+            except _WorkerDied as exc:
+                dead[i] = exc
+            except _WorkerTimeout as exc:
+                dead[i] = exc
+                hung = hung or exc
+            except EnvWorkerError as exc:
+                raised = raised or exc  # An exception in the environment: surface it.
+        for i, exc in sorted(dead.items()):
+            wires[i] = self._restart_initial(i, exc)
+        if raised is not None:
+            raise raised
+        output = _unwire(wires, self._output_spec, self._flat_spec)
+        if hung is not None:
+            error = EnvWorkerError(f"{hung} (the worker was replaced)")
+            error.partial_output = output
+            raise error from hung
+        return output

@@ -1,0 +1,640 @@
+"""Per-level evaluation of a trained agent (`--mode=test`): returns, human-normalised scores, videos.
+
+Implements the official release's test mode (facts 6.6) and the paper's evaluation protocols:
+
+- Environments are built in TEST mode (`is_test=True`): DMLab adds `allowHoldOutLevels` and
+  `mixerSeed=0x600D5EED` (facts 4.2); Atari starts every game with up to 30 random no-ops, does not
+  end episodes on a life loss and cuts games at 108k frames (facts 1.4, 10). All of that lives in the
+  environment modules; this module only passes `is_test=True`.
+- `--level_name=dmlab30` evaluates the 30 DMLab-30 TEST levels (`envs.suite_levels(name, True)`,
+  facts 4.3), `atari57` the 57 games; any single level works too.
+- The policy is *sampled* from the agent's logits, as in the release's test mode and the paper
+  (facts 1.1 "Sampling is used both in training and in `--mode=test`"); `greedy` (argmax of the
+  logits) is offered as an option. Either way the action fed back to the agent as "last action" is
+  the action actually taken, and the agent resets its core state where `done` (facts 1.1, 2.3).
+- Scores: DMLab-30 mean capped (100 %) and uncapped human-normalised score over the 30 test levels
+  (`dmlab30.compute_human_normalized_score`, facts 4.3; the paper's Table 3 used 500 episodes per
+  level, facts 5.3); Atari-57 median and mean human-normalised score (`impala_tf.atari57`, facts 10;
+  the paper used 200 episodes per game, facts 1.4); the per-level human-normalised score wherever
+  reference scores exist.
+
+Scheduling (a documented choice). Levels are evaluated in turn, like the release (facts 6.6); each
+level runs `min(num_envs, num_episodes)` environments in worker processes
+(`envs.workers.BatchedEnvironment`) with batched inference. Slot `i` is seeded `seed + i` (slot 0
+has the release's test seed 1 by default). Episodes are assigned to slots in advance: evaluation
+episode `j` (0-based) is the `(j // E)`-th complete game of slot `j % E`. A slot keeps its first
+quota of complete games (`info.game_over`), later games of that slot are discarded, and the level
+ends when every slot has its quota. Unlike "the first N episodes to finish anywhere" (the release
+collected whatever finished first), this does not favour short episodes, and given the seeds and the
+sampling seed the result is deterministic. A worker that dies is replaced by `BatchedEnvironment`;
+its unfinished game is lost (not counted) and the replacement continues with an offset seed.
+
+Frames per episode are `episode_step x num_action_repeats` (facts 3.7; for Atari the no-op frames and
+a repeat cut short by the game's end are not included).
+
+Videos: for each level the first evaluation episode (slot 0's first game) is written as an animated
+GIF `<dir>/<level with "/" replaced by "_">.gif` at 15 frames per second (one frame per agent step;
+with 4 action repeats at 60 Hz that is real time). Atari frames are stacked grey `[84, 84, 4]`: the
+newest channel is written; RGB frames (DMLab, toy tasks) as they are. At most `MAX_VIDEO_FRAMES`
+(2000) frames are kept per video (about 40 MB for DMLab frames); later frames are dropped. The GIF
+writer (Pillow) merges identical consecutive frames into one longer frame.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+import tree
+
+import dmlab30
+from impala_tf import atari57, configs, envs, networks, structures
+from impala_tf.envs import workers
+
+POLICIES = ("sampled", "greedy")
+CONFIG_FILENAME = "config.json"
+CHECKPOINT_SUBDIR = "checkpoints"
+RESULTS_FILENAME = "test_results.json"
+VIDEO_SUBDIR = "videos"
+MAX_VIDEO_FRAMES = 2000
+VIDEO_FPS = 15.0
+DMLAB30_CAP = 100.0  # The paper's per-level cap (App. B, facts 4.3).
+
+_SECTIONS: dict[str, type] = {
+    "env": configs.EnvConfig,
+    "agent": configs.AgentConfig,
+    "learner": configs.LearnerConfig,
+    "runtime": configs.RuntimeConfig,
+}
+
+
+# --- Configuration and checkpoints. ------------------------------------------------------------------
+
+
+def config_from_dict(data: Mapping[str, Any]) -> configs.Config:
+    """Rebuilds a `configs.Config` from `Config.to_dict()` output (e.g. decoded `config.json`).
+
+    Missing sections or fields take their defaults (older files stay readable).
+
+    Raises:
+      ValueError: for an unknown section or field (the message names it).
+    """
+    if not isinstance(data, Mapping):
+        raise ValueError(f"expected a mapping of config sections, got {type(data).__name__}")
+    unknown_sections = set(data) - set(_SECTIONS)
+    if unknown_sections:
+        raise ValueError(f"unknown config section(s) {sorted(unknown_sections)}")
+    sections = {}
+    for name, cls in _SECTIONS.items():
+        fields = dict(data.get(name) or {})
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(fields) - known
+        if unknown:
+            raise ValueError(f"unknown {name} field(s) {sorted(unknown)}")
+        sections[name] = cls(**fields)
+    return configs.Config(**sections)
+
+
+def load_config(logdir: str) -> configs.Config | None:
+    """The configuration the learner saved as `<logdir>/config.json`, or None if there is none.
+
+    Raises:
+      ValueError: the file exists but is not valid JSON or not a configuration (naming the file).
+    """
+    path = os.path.join(logdir, CONFIG_FILENAME)
+    if not os.path.exists(path):
+        return None
+    try:
+        with open(path) as f:
+            data = json.load(f)
+        return config_from_dict(data)
+    except (json.JSONDecodeError, ValueError, TypeError) as error:
+        raise ValueError(f"{path}: not a valid configuration: {error}") from error
+
+
+def find_checkpoint(path: str) -> str:
+    """Resolves a logdir, a checkpoint directory or a checkpoint prefix to a checkpoint prefix.
+
+    A directory resolves to the latest checkpoint of `<path>/checkpoints` (the learner's
+    `CheckpointManager` directory) or else of `<path>` itself.
+
+    Raises:
+      FileNotFoundError: naming the directory (or prefix) in which no checkpoint was found.
+    """
+    if os.path.isdir(path):
+        for directory in (os.path.join(path, CHECKPOINT_SUBDIR), path):
+            if os.path.isdir(directory):
+                latest = tf.train.latest_checkpoint(directory)
+                if latest:
+                    return latest
+        raise FileNotFoundError(
+            f"no checkpoint in {path!r} (looked in {os.path.join(path, CHECKPOINT_SUBDIR)!r} and "
+            f"{path!r}); train first or pass --checkpoint=<prefix such as .../ckpt-12>"
+        )
+    if tf.io.gfile.exists(path + ".index"):
+        return path
+    raise FileNotFoundError(f"checkpoint {path!r} not found (no {path + '.index'!r})")
+
+
+def build_agent(config: configs.Config) -> networks.Agent:
+    """The agent `config` describes, with its variables created (same mapping as the learner's)."""
+    kind = envs.environment_kind(config.env.level_name)
+    agent = networks.make_agent(
+        config.agent.agent,
+        config.agent.num_actions,
+        use_lstm=config.agent.use_lstm,
+        use_instruction=config.agent.use_instruction,
+        atari=kind == "atari",
+    )
+    observation_spec, _ = envs.environment_spec(config.env.level_name, config.env)
+    agent.create_variables(observation_spec)
+    return agent
+
+
+def _checkpoint_num_actions(checkpoint_path: str) -> int | None:
+    """The number of actions of the policy head stored in a checkpoint, if it can be found."""
+    try:
+        for name, shape in tf.train.list_variables(checkpoint_path):
+            if "policy_logits" in name and name.split("/")[-3:-2] == ["b"] and len(shape) == 1:
+                return int(shape[0])
+    except (tf.errors.OpError, ValueError):
+        pass
+    return None
+
+
+def restore_agent(config: configs.Config, checkpoint_path: str) -> tuple[networks.Agent, str]:
+    """Builds the agent of `config` and restores its weights (only the agent) from a checkpoint.
+
+    Args:
+      config: the run's configuration (`agent` section and the level's observation spec).
+      checkpoint_path: a logdir, a checkpoint directory or a checkpoint prefix (`find_checkpoint`).
+
+    Returns:
+      `(agent, checkpoint prefix used)`.
+
+    Raises:
+      FileNotFoundError: no checkpoint there (naming the directory).
+      ValueError: the checkpoint does not fit the agent (naming both the checkpoint and the agent).
+    """
+    path = find_checkpoint(checkpoint_path)
+    agent = build_agent(config)
+    try:
+        status = tf.train.Checkpoint(agent=agent).restore(path).expect_partial()
+        status.assert_existing_objects_matched()
+    except (ValueError, AssertionError, tf.errors.OpError) as error:
+        described = (
+            f"agent={config.agent.agent}, use_lstm={config.agent.use_lstm}, "
+            f"use_instruction={config.agent.use_instruction}, "
+            f"num_actions={config.agent.num_actions}, level={config.env.level_name}"
+        )
+        stored = _checkpoint_num_actions(path)
+        hint = f" The checkpoint's policy head has {stored} actions." if stored is not None else ""
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
+        raise ValueError(
+            f"checkpoint {path!r} is incompatible with the agent ({described}).{hint} "
+            f"Restore error: {first_line}"
+        ) from error
+    return agent, path
+
+
+# --- Scores. -----------------------------------------------------------------------------------------
+
+
+def human_normalized_score(level: str, mean_return: float) -> float | None:
+    """Uncapped human-normalised score in percent of one level, or None without reference scores.
+
+    DMLab-30 levels (training or test names) use the release's references (facts 4.3); `atari/<game>`
+    levels the Atari-57 references (facts 10).
+    """
+    if envs.environment_kind(level) == "atari":
+        try:
+            return atari57.human_normalized_score(level, mean_return)
+        except ValueError:
+            return None
+    if dmlab30.to_test_level(level) in dmlab30.HUMAN_SCORES:
+        return dmlab30.normalize(level, mean_return)
+    return None
+
+
+def summarize(level_returns: Mapping[str, Sequence[float]]) -> dict[str, Any]:
+    """Suite scores of per-level episode returns.
+
+    Args:
+      level_returns: level name -> episode returns.
+
+    Returns:
+      `{"num_levels": n, "dmlab30": {...} or None, "atari57": {...} or None}`. `dmlab30` (when all 30
+      test levels have returns; training names count for their test names) holds
+      `mean_capped_human_normalized_score` (cap 100, the paper's Table 3 score) and
+      `mean_uncapped_human_normalized_score`, in percent. `atari57` (when all 57 games have returns)
+      holds `median_human_normalized_score`, `mean_human_normalized_score` (published references)
+      and `mean_human_normalized_score_paper_convention` (video_pinball random = 0, under which the
+      paper's Table 4 means are reproduced; `atari57.PAPER_MEAN_RANDOM_OVERRIDES`).
+    """
+    present = {level: list(r) for level, r in level_returns.items() if len(r) > 0}
+    summary: dict[str, Any] = {"num_levels": len(level_returns), "dmlab30": None, "atari57": None}
+
+    dmlab_returns = {
+        level: r
+        for level, r in present.items()
+        if dmlab30.to_test_level(level) in dmlab30.HUMAN_SCORES
+    }
+    if {dmlab30.to_test_level(level) for level in dmlab_returns} >= set(dmlab30.TEST_LEVELS):
+        summary["dmlab30"] = {
+            "mean_capped_human_normalized_score": dmlab30.compute_human_normalized_score(
+                dmlab_returns, per_level_cap=DMLAB30_CAP
+            ),
+            "mean_uncapped_human_normalized_score": dmlab30.compute_human_normalized_score(
+                dmlab_returns, per_level_cap=None
+            ),
+            "per_level_cap": DMLAB30_CAP,
+        }
+
+    atari_returns = {}
+    for level, r in present.items():
+        if envs.environment_kind(level) == "atari" and level != "atari57":
+            try:
+                atari_returns[atari57.game_name(level)] = r
+            except ValueError:
+                continue
+    if set(atari_returns) >= set(atari57.GAMES):
+        summary["atari57"] = {
+            "median_human_normalized_score": atari57.median_human_normalized_score(atari_returns),
+            "mean_human_normalized_score": atari57.mean_human_normalized_score(atari_returns),
+            "mean_human_normalized_score_paper_convention": atari57.mean_human_normalized_score(
+                atari_returns, random_overrides=atari57.PAPER_MEAN_RANDOM_OVERRIDES
+            ),
+        }
+    return summary
+
+
+def summary_lines(summary: Mapping[str, Any]) -> list[str]:
+    """The closing lines of a test run: suite scores when the suite is complete."""
+    lines = []
+    if summary.get("dmlab30"):
+        s = summary["dmlab30"]
+        lines.append(
+            f"DMLab-30 mean capped human-normalised score: "
+            f"{s['mean_capped_human_normalized_score']:.2f}%"
+        )
+        lines.append(
+            f"DMLab-30 mean uncapped human-normalised score: "
+            f"{s['mean_uncapped_human_normalized_score']:.2f}%"
+        )
+    if summary.get("atari57"):
+        s = summary["atari57"]
+        lines.append(
+            f"Atari-57 median human-normalised score: {s['median_human_normalized_score']:.2f}%"
+        )
+        lines.append(
+            f"Atari-57 mean human-normalised score: {s['mean_human_normalized_score']:.2f}%"
+        )
+        lines.append(
+            "Atari-57 mean human-normalised score (video_pinball random = 0, the paper's "
+            f"convention): {s['mean_human_normalized_score_paper_convention']:.2f}%"
+        )
+    return lines
+
+
+def format_table(results: Mapping[str, Any]) -> str:
+    """A per-level text table (episodes, mean and std of returns, mean frames, HNS) and summary."""
+    rows = [("level", "episodes", "mean return", "std", "mean frames", "HNS %")]
+    for level, entry in results["levels"].items():
+        returns = entry["returns"]
+        std = statistics.pstdev(returns) if len(returns) > 1 else 0.0
+        frames = entry["episode_frames"]
+        hns = entry.get("human_normalized_score")
+        rows.append(
+            (
+                level,
+                str(len(returns)),
+                f"{entry['mean_return']:.3f}" if returns else "n/a",
+                f"{std:.3f}",
+                f"{sum(frames) / len(frames):.0f}" if frames else "n/a",
+                "n/a" if hns is None else f"{hns:.2f}",
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = []
+    for k, row in enumerate(rows):
+        cells = [row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:], widths[1:])]
+        lines.append("  ".join(cells))
+        if k == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    lines.extend(summary_lines(results.get("summary", {})))
+    return "\n".join(lines)
+
+
+# --- Videos. -----------------------------------------------------------------------------------------
+
+
+def video_frame(frame: np.ndarray) -> np.ndarray:
+    """One frame of an observation as an image: RGB `[H, W, 3]` as is, else the newest channel.
+
+    Args:
+      frame: uint8 `[H, W, C]` (C = 3 RGB; Atari C = 4 stacked grey, newest last).
+
+    Returns:
+      uint8 `[H, W, 3]` or `[H, W]`.
+    """
+    frame = np.asarray(frame)
+    if frame.ndim == 3 and frame.shape[-1] == 3:
+        return frame.copy()
+    if frame.ndim == 3:
+        return frame[..., -1].copy()
+    return frame.copy()
+
+
+def write_gif(path: str, frames: Sequence[np.ndarray], fps: float = VIDEO_FPS) -> str:
+    """Writes `frames` (uint8 `[H, W, 3]` or `[H, W]`) as a looping animated GIF; returns `path`."""
+    import imageio.v3 as iio
+
+    if not frames:
+        raise ValueError(f"no frames to write to {path!r}")
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    iio.imwrite(path, np.stack(frames), extension=".gif", duration=1000.0 / fps, loop=0)
+    return path
+
+
+def video_path(video_dir: str, level: str) -> str:
+    """`<video_dir>/<level with "/" replaced by "_">.gif`."""
+    return os.path.join(video_dir, level.replace("/", "_") + ".gif")
+
+
+# --- Evaluation. -------------------------------------------------------------------------------------
+
+
+def slot_quotas(num_episodes: int, num_slots: int) -> list[int]:
+    """Episodes each slot contributes: episode j is the (j // E)-th game of slot j % E."""
+    return [len(range(i, num_episodes, num_slots)) for i in range(num_slots)]
+
+
+PolicyFn = Callable[[Any, structures.StepOutput, Any], tuple[structures.AgentOutput, Any]]
+
+
+def _numpy(nest: Any) -> Any:
+    return tree.map_structure(lambda t: t.numpy() if hasattr(t, "numpy") else np.asarray(t), nest)
+
+
+def play_level(
+    policy_fn: PolicyFn,
+    initial_state: Any,
+    env: Any,
+    num_episodes: int,
+    policy: str = "sampled",
+    num_action_repeats: int = 1,
+    video_frames: list[np.ndarray] | None = None,
+    on_episode: Callable[[int, float, int], None] | None = None,
+) -> tuple[list[float], list[int]]:
+    """Plays complete games in a batch of E environments until each slot has its quota.
+
+    Args:
+      policy_fn: `(last_action int32 [E], StepOutput [E, ...], core_state) -> (AgentOutput, state)`,
+        e.g. the agent's `__call__`.
+      initial_state: the core state for E environments (`agent.initial_state(E)`).
+      env: a batched environment (`initial()`, `step(actions [E])`, `num_envs`), e.g.
+        `BatchedEnvironment`.
+      num_episodes: N >= E complete games to record (see `slot_quotas` for the assignment).
+      policy: `sampled` (the agent's sampled action) or `greedy` (argmax of the logits).
+      num_action_repeats: frames per agent step.
+      video_frames: if a list, the observations of slot 0's first game are appended (at most
+        `MAX_VIDEO_FRAMES`).
+      on_episode: called as `(episode index, return, frames)` when an episode is recorded.
+
+    Returns:
+      `(returns, episode_frames)`, each of length N, in episode order.
+    """
+    if policy not in POLICIES:
+        raise ValueError(f"policy={policy!r}; expected one of {POLICIES}")
+    num_envs = env.num_envs
+    if num_episodes < num_envs:
+        raise ValueError(f"num_episodes={num_episodes} < number of environments {num_envs}")
+    quotas = slot_quotas(num_episodes, num_envs)
+    games: list[list[tuple[float, int]]] = [[] for _ in range(num_envs)]
+    recording = video_frames is not None
+    restarts0 = _slot0_restarts(env)
+
+    env_output = env.initial()
+    last_action = np.zeros([num_envs], np.int32)
+    state = initial_state
+    while any(len(g) < q for g, q in zip(games, quotas)):
+        if recording and len(video_frames) < MAX_VIDEO_FRAMES:
+            video_frames.append(video_frame(env_output.observation.frame[0]))
+        inputs = tree.map_structure(tf.convert_to_tensor, (last_action, env_output))
+        agent_output, state = policy_fn(inputs[0], inputs[1], state)
+        if policy == "greedy":
+            logits = np.asarray(agent_output.policy_logits)
+            action = np.argmax(logits, axis=-1).astype(np.int32)
+        else:
+            action = np.asarray(agent_output.action).astype(np.int32)
+        try:
+            env_output = env.step(action)
+        except workers.EnvWorkerError as error:
+            if error.partial_output is None:
+                raise
+            env_output = error.partial_output  # A hung worker was replaced; play on.
+        last_action = action  # The action actually taken is the next step's "last action".
+        if recording and _slot0_restarts(env) != restarts0:
+            restarts0 = _slot0_restarts(env)
+            video_frames.clear()  # Slot 0's game was lost with its worker.
+        game_over = np.asarray(env_output.info.game_over)
+        for i in np.flatnonzero(game_over):
+            if len(games[i]) < quotas[i]:
+                episode_return = float(env_output.info.episode_return[i])
+                frames = int(env_output.info.episode_step[i]) * num_action_repeats
+                games[i].append((episode_return, frames))
+                if on_episode is not None:
+                    on_episode((len(games[i]) - 1) * num_envs + int(i), episode_return, frames)
+        if recording and game_over[0]:
+            recording = False
+    ordered = [games[j % num_envs][j // num_envs] for j in range(num_episodes)]
+    return [r for r, _ in ordered], [f for _, f in ordered]
+
+
+def _slot0_restarts(env: Any) -> int:
+    restarts = getattr(env, "restarts_per_slot", None)
+    return int(restarts[0]) if restarts else 0
+
+
+def evaluate(
+    config: configs.Config,
+    agent: networks.Agent,
+    levels: list[str],
+    num_episodes: int,
+    policy: str = "sampled",
+    num_envs: int = 4,
+    seed: int = 1,
+    record_video_dir: str | None = None,
+    progress: Callable[[str], None] | None = print,
+) -> dict[str, Any]:
+    """Evaluates `agent` for `num_episodes` complete games on each level, in TEST mode.
+
+    See the module docstring for the protocol, the scheduling and the videos.
+
+    Args:
+      config: the configuration (`config.env` builds the environments).
+      agent: the agent (e.g. from `restore_agent`).
+      levels: single level names (e.g. `envs.suite_levels("dmlab30", is_test=True)`).
+      num_episodes: complete games per level (>= 1).
+      policy: `sampled` (the paper's and the release's) or `greedy` (argmax of the logits).
+      num_envs: environments (worker processes) per level; `min(num_envs, num_episodes)` are used.
+      seed: environment slot i is seeded `seed + i`; also seeds TF's sampling
+        (`tf.random.set_seed`).
+      record_video_dir: if given, the first episode of each level is written there as a GIF.
+      progress: called with progress lines (None: silent).
+
+    Returns:
+      `{"levels": {level: {"returns", "episode_frames", "mean_return", "human_normalized_score",
+      "worker_restarts"}}, "summary": summarize(...), "config": config dict,
+      "num_episodes_per_level": N, "policy": policy, "seed": seed}`.
+
+    Raises:
+      ValueError: bad arguments, or a level whose action count differs from the agent's.
+    """
+    if policy not in POLICIES:
+        raise ValueError(f"policy={policy!r}; expected one of {POLICIES}")
+    if num_episodes < 1 or num_envs < 1:
+        raise ValueError(f"num_episodes and num_envs must be >= 1, got {num_episodes}, {num_envs}")
+    if not levels:
+        raise ValueError("no levels to evaluate")
+    say = progress or (lambda _: None)
+    tf.random.set_seed(seed)
+    policy_fn = tf.function(agent.__call__)
+    num_slots = min(num_envs, num_episodes)
+    results: dict[str, Any] = {"levels": {}}
+    for level in levels:
+        start = time.monotonic()
+        factories = [
+            workers.EnvFactory(level, config.env, seed + i, is_test=True) for i in range(num_slots)
+        ]
+        say(f"[test] {level}: {num_episodes} episodes on {num_slots} environments ({policy})")
+        frames: list[np.ndarray] | None = [] if record_video_dir else None
+        with workers.BatchedEnvironment(factories) as env:
+            if env.num_actions != agent.num_actions:
+                raise ValueError(
+                    f"level {level!r} has {env.num_actions} actions but the agent has "
+                    f"{agent.num_actions}"
+                )
+
+            def report(index: int, episode_return: float, episode_frames: int) -> None:
+                say(
+                    f"[test] {level} episode {index + 1}/{num_episodes}: return "
+                    f"{episode_return:.3f}, {episode_frames} frames"
+                )
+
+            returns, episode_frames = play_level(
+                policy_fn,
+                agent.initial_state(num_slots),
+                env,
+                num_episodes,
+                policy=policy,
+                num_action_repeats=env.num_action_repeats,
+                video_frames=frames,
+                on_episode=report,
+            )
+            restarts = env.restarts
+        mean = math.fsum(returns) / len(returns)
+        results["levels"][level] = {
+            "returns": returns,
+            "episode_frames": episode_frames,
+            "mean_return": mean,
+            "human_normalized_score": human_normalized_score(level, mean),
+            "worker_restarts": restarts,
+        }
+        if frames:
+            path = write_gif(video_path(record_video_dir, level), frames)
+            results["levels"][level]["video"] = path
+            say(f"[test] {level}: video of the first episode ({len(frames)} frames) -> {path}")
+        say(
+            f"[test] {level}: mean return {mean:.3f} over {len(returns)} episodes "
+            f"({time.monotonic() - start:.1f} s)"
+        )
+    results["summary"] = summarize({lv: e["returns"] for lv, e in results["levels"].items()})
+    results["config"] = config.to_dict()
+    results["num_episodes_per_level"] = num_episodes
+    results["policy"] = policy
+    results["seed"] = seed
+    return results
+
+
+def run_test_mode(
+    config: configs.Config | None,
+    logdir: str,
+    checkpoint: str | None = None,
+    output: str | None = None,
+    test_num_episodes: int = 10,
+    policy: str = "sampled",
+    num_envs: int = 4,
+    record_video: bool = False,
+    seed: int = 1,
+    progress: Callable[[str], None] | None = print,
+) -> dict[str, Any]:
+    """`--mode=test`: restores the agent, evaluates every level, writes and prints the results.
+
+    Configuration: the agent section comes from `<logdir>/config.json` when it exists (it must match
+    the checkpoint); everything else (levels, environment settings) from `config`, the one the
+    command line describes. With `config=None` the saved configuration is used entirely.
+
+    Args:
+      config: the command line's configuration, or None.
+      logdir: the training run's directory.
+      checkpoint: a checkpoint prefix or directory; default: the latest in `<logdir>/checkpoints`.
+      output: results JSON path; default `<logdir>/test_results.json`.
+      test_num_episodes: complete games per level.
+      policy: `sampled` (the paper's) or `greedy`.
+      num_envs: environment processes per level.
+      record_video: write the first episode of each level as a GIF under `<logdir>/videos`.
+      seed: environment seeds (slot i: seed + i; the release used 1) and sampling seed.
+      progress: called with progress lines (None: silent).
+
+    Returns:
+      The results written (see `evaluate`), plus `"checkpoint"`.
+
+    Raises:
+      FileNotFoundError: no checkpoint, or no configuration at all.
+      ValueError: checkpoint and agent do not match.
+    """
+    say = progress or (lambda _: None)
+    saved = load_config(logdir)
+    if config is None:
+        if saved is None:
+            raise FileNotFoundError(
+                f"no {CONFIG_FILENAME} in {logdir!r}; pass the training configuration (flags)"
+            )
+        config = saved
+    elif saved is not None and saved.agent != config.agent:
+        say(f"[test] using the agent configuration saved in {logdir}: {saved.agent}")
+        config = dataclasses.replace(config, agent=saved.agent)
+    agent, checkpoint_path = restore_agent(config, checkpoint or logdir)
+    say(f"[test] restored {checkpoint_path}")
+    levels = envs.suite_levels(config.env.level_name, is_test=True)
+    video_dir = os.path.join(logdir, VIDEO_SUBDIR) if record_video else None
+    results = evaluate(
+        config,
+        agent,
+        levels,
+        test_num_episodes,
+        policy=policy,
+        num_envs=num_envs,
+        seed=seed,
+        record_video_dir=video_dir,
+        progress=progress,
+    )
+    results["checkpoint"] = checkpoint_path
+    output = output or os.path.join(logdir, RESULTS_FILENAME)
+    os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
+    tmp = output + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(results, f, indent=2)
+    os.replace(tmp, output)
+    say(format_table(results))
+    say(f"[test] results written to {output}")
+    return results

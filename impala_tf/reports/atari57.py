@@ -1,0 +1,224 @@
+"""Reproduces the paper's Atari-57 tables from evaluation results: Table 4 and Table C.1 (facts 5.4, 10).
+
+Usage::
+
+    python -m impala_tf.reports.atari57 RESULTS.json [RESULTS2.json ...] [--format=markdown|csv]
+        [--output=PATH]
+
+Each results file (schema in `impala_tf.reports.common`) becomes one "ours" column named by its file
+stem. Games are `atari/<game>` (or bare `<game>`) levels; other levels are listed and ignored.
+
+Scoring (`impala_tf.atari57`, facts 10): per game the mean episode return over the evaluation
+episodes (the paper: up to 30 no-op starts, 108k-frame cap), normalised as
+`100 * (mean - random) / (human - random)`. Per-game scores and the median use the published
+(random, human) references of facts 10. The mean over the 57 games uses video_pinball's random score
+0, the convention under which the paper's Table 4 means are reproduced from its Table C.1
+(facts 5.4; `atari57.PAPER_MEAN_RANDOM_OVERRIDES`); the mean with the published video_pinball
+reference is printed on the line before. The median and mean need all 57 games: with a subset the
+per-game rows are rendered and the summary lines say so.
+
+Table C.1 columns: Random, Human, the paper's three IMPALA columns as printed (shallow, deep, deep
+multi-task; ACKTR and Reactor are left out), the paper's IMPALA (deep) human-normalised score, then
+per results file our mean return and our human-normalised score. Rows: every game evaluated by at
+least one results file, in the paper's (alphabetical) order.
+
+The output ends with the first results file's `Median human-normalised score: X%` and
+`Mean human-normalised score: Y%`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from collections.abc import Sequence
+
+from impala_tf import atari57
+from impala_tf.reports import common
+from impala_tf.reports.common import Column, EvaluationResults, Report, Table
+
+NUM_GAMES = len(atari57.GAMES)
+MEDIAN_LABEL = "Median human-normalised score"
+MEAN_LABEL = "Mean human-normalised score"
+PAPER_IMPALA_COLUMNS = ("IMPALA (shallow)", "IMPALA (deep)", "IMPALA (deep, multi-task)")
+
+
+@dataclasses.dataclass(frozen=True)
+class AtariScores:
+    """Our Atari-57 scores from one results file.
+
+    Attributes:
+      mean_returns: bare game -> mean episode return, for the games evaluated.
+      normalized: bare game -> human-normalised score (percent, facts-10 references).
+      median: median over the 57 games (percent), None unless all 57 were evaluated.
+      mean: mean over the 57 games with video_pinball random = 0 (the paper's convention), or None.
+      mean_published_refs: mean with the published video_pinball random score, or None.
+      missing: games not evaluated (or without returns).
+      ignored: non-Atari level names in the file.
+    """
+
+    mean_returns: dict[str, float]
+    normalized: dict[str, float]
+    median: float | None
+    mean: float | None
+    mean_published_refs: float | None
+    missing: list[str]
+    ignored: list[str]
+
+
+def _is_atari(name: str) -> bool:
+    return name.startswith("atari/") or name in atari57.RANDOM_SCORES
+
+
+def score_results(results: EvaluationResults) -> AtariScores:
+    """Scores one results file (see the module docstring).
+
+    Raises:
+      ValueError: an unknown `atari/<game>` (with close names), or a game given twice.
+    """
+    game_returns: dict[str, list[float]] = {}
+    ignored = []
+    for name, returns in results.returns.items():
+        if not _is_atari(name):
+            ignored.append(name)
+            continue
+        game = atari57.game_name(name)
+        if game in game_returns:
+            raise ValueError(f"{results.name}: game {game!r} given more than once")
+        if returns:
+            game_returns[game] = list(returns)
+    normalized = atari57.normalized_scores(game_returns)
+    mean_returns = {g: sum(v) / len(v) for g, v in game_returns.items()}
+    missing = [g for g in atari57.GAMES if g not in game_returns]
+    median = mean = mean_published = None
+    if not missing:
+        median = atari57.median_human_normalized_score(game_returns)
+        mean = atari57.mean_human_normalized_score(
+            game_returns, atari57.PAPER_MEAN_RANDOM_OVERRIDES
+        )
+        mean_published = atari57.mean_human_normalized_score(game_returns)
+    return AtariScores(
+        mean_returns, normalized, median, mean, mean_published, missing, sorted(ignored)
+    )
+
+
+def _ours_label(results: Sequence[EvaluationResults], r: EvaluationResults) -> str:
+    return "ours" if len(results) == 1 else f"ours ({r.name})"
+
+
+def table_4(results: Sequence[EvaluationResults], scores: Sequence[AtariScores]) -> Table:
+    """Table 4 (paper rows as printed, with their notes) plus one "ours" row per results file."""
+    table = Table(
+        "Table 4: Atari-57 human-normalised scores (up to 30 no-ops)",
+        [
+            Column("Agent"),
+            Column("Median", digits=1, suffix="%"),
+            Column("Mean", digits=1, suffix="%"),
+            Column("Note"),
+        ],
+    )
+    for agent, row in atari57.TABLE_4.items():
+        table.add_row([agent, row.median, row.mean, row.note])
+    for r, s in zip(results, scores, strict=True):
+        note = "" if not s.missing else f"needs all {NUM_GAMES} games; {NUM_GAMES - len(s.missing)} evaluated"
+        table.add_row([_ours_label(results, r), s.median, s.mean, note])
+    table.notes.append(
+        "Means use video_pinball random = 0, the convention that reproduces the paper's means from "
+        "Table C.1 (facts 5.4); medians use the published references (facts 10)."
+    )
+    return table
+
+
+def table_c1(results: Sequence[EvaluationResults], scores: Sequence[AtariScores]) -> Table:
+    """Table C.1's IMPALA columns with our mean return and human-normalised score per file."""
+    columns = [
+        Column("Game"),
+        Column("Random", numeric=True),
+        Column("Human", numeric=True),
+        *[Column(f"{agent} (paper)", digits=2) for agent in PAPER_IMPALA_COLUMNS],
+        Column("IMPALA (deep) HNS (paper)", digits=1, suffix="%"),
+    ]
+    for r in results:
+        columns += [Column(r.name, digits=2), Column(f"{r.name} HNS", digits=1, suffix="%")]
+    table = Table("Table C.1: Atari-57 raw scores after 200M frames (IMPALA columns)", columns)
+    evaluated = {g for s in scores for g in s.mean_returns}
+    for game in atari57.GAMES:
+        if game not in evaluated:
+            continue
+        deep = atari57.TABLE_C1["IMPALA (deep)"][game]
+        cells: list[common.Cell] = [
+            game,
+            atari57.RANDOM_SCORES[game],
+            atari57.HUMAN_SCORES[game],
+            *[atari57.TABLE_C1[agent][game] for agent in PAPER_IMPALA_COLUMNS],
+            None if deep is None else atari57.human_normalized_score(game, deep),
+        ]
+        for s in scores:
+            cells += [s.mean_returns.get(game), s.normalized.get(game)]
+        table.add_row(cells)
+    table.notes.append(
+        "HNS = 100 * (score - random) / (human - random) with the references of facts 10."
+    )
+    for r, s in zip(results, scores, strict=True):
+        if s.missing and len(s.missing) < NUM_GAMES:
+            table.notes.append(
+                f"`{r.name}`: {NUM_GAMES - len(s.missing)} of {NUM_GAMES} games evaluated; the "
+                f"median and mean need all {NUM_GAMES}."
+            )
+        if s.ignored:
+            table.notes.append(f"`{r.name}`: ignored non-Atari levels: {', '.join(s.ignored)}.")
+    table.notes += common.results_notes(results)
+    return table
+
+
+def build_report(results: Sequence[EvaluationResults]) -> Report:
+    """Table 4 and Table C.1 with our results; summary lines for the first results file.
+
+    Raises:
+      ValueError: no results, a results file without any Atari game, or see `score_results`.
+    """
+    if not results:
+        raise ValueError("no results given")
+    scores = [score_results(r) for r in results]
+    for r, s in zip(results, scores, strict=True):
+        if not s.mean_returns:
+            raise ValueError(
+                f"{r.name}: no Atari-57 game with returns (levels: {', '.join(r.returns) or 'none'})"
+            )
+    first = scores[0]
+    reason = f"needs all {NUM_GAMES} games; {NUM_GAMES - len(first.missing)} evaluated"
+    lines = []
+    if first.mean_published_refs is not None:
+        random_vp = atari57.RANDOM_SCORES["video_pinball"]
+        lines.append(
+            f"Mean human-normalised score with video_pinball random = {random_vp}: "
+            f"{first.mean_published_refs:.1f}%"
+        )
+    lines += [
+        common.percent_line(MEDIAN_LABEL, first.median, reason),
+        common.percent_line(MEAN_LABEL, first.mean, reason),
+    ]
+    return Report([table_4(results, scores), table_c1(results, scores)], lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command-line entry point; returns the exit status (0 ok, 1 bad input)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m impala_tf.reports.atari57",
+        description="Render the IMPALA paper's Atari Table 4 and Table C.1 next to our results.",
+    )
+    parser.add_argument("results", nargs="+", help="evaluation results JSON file(s)")
+    parser.add_argument("--format", choices=("markdown", "csv"), default="markdown")
+    parser.add_argument("--output", default=None, help="write here instead of stdout")
+    args = parser.parse_args(argv)
+    try:
+        report = build_report(common.load_results_files(args.results))
+    except ValueError as error:  # Includes common.ResultsError.
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    common.write_output(report.render(args.format), args.output)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

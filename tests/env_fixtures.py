@@ -1,0 +1,137 @@
+"""Small numpy environments and picklable factories for the worker-process tests.
+
+They subclass `impala_tf.envs.base.Environment` (facts 4.2 interface) and are built in child
+processes by `impala_tf.envs.workers`, so they live in an importable module, not in a test file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import time
+
+import numpy as np
+
+from impala_tf import structures
+from impala_tf.envs.base import Environment
+
+FRAME_SHAPE = (4, 5, 1)
+NUM_ACTIONS = 4
+SLEEP_ACTION = 3  # `CountingEnv` sleeps for `sleep_seconds` inside `step` on this action.
+RAISE_ACTION = 2  # `CountingEnv` raises `ValueError` on this action when `raise_on_action`.
+
+
+class CountingEnv(Environment):
+    """A seeded random environment: random frames, rewards and episode lengths of 2..6 steps.
+
+    Everything it returns is a deterministic function of the seed and the actions, so a worker and
+    an in-process copy with the same seed must agree exactly.
+    """
+
+    def __init__(
+        self,
+        seed: int,
+        sleep_seconds: float = 0.0,
+        raise_on_action: bool = False,
+        marker_dir: str = "",
+    ):
+        self.observation_spec = structures.observation_specs(FRAME_SHAPE)
+        self.num_actions = NUM_ACTIONS
+        self.num_action_repeats = 1
+        self._seed = seed
+        self._rng = np.random.RandomState(seed)
+        self._sleep_seconds = sleep_seconds
+        self._raise_on_action = raise_on_action
+        self._marker_dir = marker_dir
+        self._episode = 0
+        self._remaining = 0
+
+    def _observation(self) -> structures.Observation:
+        frame = self._rng.randint(0, 256, size=FRAME_SHAPE).astype(np.uint8)
+        instruction = f"seed {self._seed} episode {self._episode}".encode()
+        return structures.Observation(frame, instruction)
+
+    def reset(self) -> structures.Observation:
+        self._episode += 1
+        self._remaining = int(self._rng.randint(2, 7))
+        return self._observation()
+
+    def step(self, action: int) -> tuple[float, bool, structures.Observation]:
+        if action == SLEEP_ACTION and self._sleep_seconds > 0:
+            if self._marker_dir:
+                path = os.path.join(self._marker_dir, f"sleeping-{os.getpid()}")
+                with open(path, "w") as f:
+                    f.write("x")
+            time.sleep(self._sleep_seconds)
+        if action == RAISE_ACTION and self._raise_on_action:
+            _explode(action)
+        self._remaining -= 1
+        reward = float(self._rng.uniform(-1, 1)) + action
+        return reward, self._remaining <= 0, self._observation()
+
+
+def _explode(action: int) -> None:
+    raise ValueError(f"boom on action {action}")
+
+
+@dataclasses.dataclass(frozen=True)
+class CountingFactory:
+    """Picklable factory of `CountingEnv`; `for_restart` offsets the seed like `EnvFactory`."""
+
+    seed: int
+    sleep_seconds: float = 0.0
+    raise_on_action: bool = False
+    marker_dir: str = ""
+
+    def __call__(self) -> CountingEnv:
+        return CountingEnv(self.seed, self.sleep_seconds, self.raise_on_action, self.marker_dir)
+
+    def for_restart(self, restart_index: int) -> CountingFactory:
+        return dataclasses.replace(self, seed=self.seed + 1000 * restart_index)
+
+
+@dataclasses.dataclass(frozen=True)
+class FailingFactory:
+    """A factory that records each attempt as a file in `attempts_dir` and then always raises."""
+
+    attempts_dir: str
+
+    def __call__(self) -> Environment:
+        count = len(os.listdir(self.attempts_dir))
+        with open(os.path.join(self.attempts_dir, f"attempt-{count}-{os.getpid()}"), "w") as f:
+            f.write("x")
+        raise RuntimeError("cannot build this environment")
+
+
+class ModuleProbe(Environment):
+    """Wraps an environment; its instruction lists which of `module_names` the process imported."""
+
+    def __init__(self, env: Environment, module_names: tuple[str, ...]):
+        self._env = env
+        self._module_names = module_names
+        self.observation_spec = env.observation_spec
+        self.num_actions = env.num_actions
+        self.num_action_repeats = env.num_action_repeats
+
+    def _probe(self, observation: structures.Observation) -> structures.Observation:
+        loaded = [name for name in self._module_names if name in sys.modules]
+        return observation._replace(instruction=",".join(loaded).encode())
+
+    def reset(self) -> structures.Observation:
+        return self._probe(self._env.reset())
+
+    def step(self, action: int) -> tuple[float, bool, structures.Observation]:
+        reward, done, observation = self._env.step(action)
+        return reward, done, self._probe(observation)
+
+
+@dataclasses.dataclass(frozen=True)
+class ProbeFactory:
+    """Builds `inner()` wrapped in a `ModuleProbe` for `module_names`."""
+
+    inner: object
+    module_names: tuple[str, ...] = ("tensorflow",)
+
+    def __call__(self) -> Environment:
+        return ModuleProbe(self.inner(), self.module_names)
