@@ -148,7 +148,9 @@ def test_csv_parses_back(tmp_path):
 def test_several_files_one_column_each(tmp_path):
     a = write_results(tmp_path / "alpha.json", made_up_levels())
     levels = made_up_levels()
-    levels["rooms_watermaze"] = {"returns": [54.0]}  # 100 %: capped mean stays 91.67, uncapped 91.67.
+    levels["rooms_watermaze"] = {
+        "returns": [54.0]
+    }  # 100 %: capped mean stays 91.67, uncapped 91.67.
     b = write_results(tmp_path / "beta.json", levels)
     text = report.build_report(common.load_results_files([a, b])).render("markdown")
     assert cells(text, "ours (alpha)") == ["ours (alpha)", "91.7%"]
@@ -157,7 +159,14 @@ def test_several_files_one_column_each(tmp_path):
     assert header[5:] == [
         "alpha", "alpha norm.", "alpha - IMPALA", "beta", "beta norm.", "beta - IMPALA",
     ]  # fmt: skip
-    assert cells(text, "Mean uncapped normalised score")[5:] == ["", "95.0%", "n/a", "", "91.7%", "n/a"]
+    assert cells(text, "Mean uncapped normalised score")[5:] == [
+        "",
+        "95.0%",
+        "n/a",
+        "",
+        "91.7%",
+        "n/a",
+    ]
     # The summary lines are for the first file.
     assert text.rstrip().splitlines()[-2] == "Mean uncapped human-normalised score: 95.0%"
 
@@ -195,7 +204,11 @@ def test_cli(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.rstrip().splitlines()[-1] == "Mean capped human-normalised score: 91.7%"
     proc = subprocess.run(
-        cmd + ["--format=csv", f"--output={out}"], cwd=REPO, capture_output=True, text=True, timeout=50
+        cmd + ["--format=csv", f"--output={out}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=50,
     )
     assert proc.returncode == 0, proc.stderr
     _, lines = common.parse_csv_report(out.read_text())
@@ -204,7 +217,11 @@ def test_cli(tmp_path):
     del levels["natlab_fixed_large_map"]
     bad = write_results(tmp_path / "bad.json", levels)
     proc = subprocess.run(
-        [sys.executable, "-m", "dmlab30.report", bad], cwd=REPO, capture_output=True, text=True, timeout=50
+        [sys.executable, "-m", "dmlab30.report", bad],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=50,
     )
     assert proc.returncode == 1
     assert "natlab_fixed_large_map" in proc.stderr

@@ -120,7 +120,11 @@ def table_4(results: Sequence[EvaluationResults], scores: Sequence[AtariScores])
     for agent, row in atari57.TABLE_4.items():
         table.add_row([agent, row.median, row.mean, row.note])
     for r, s in zip(results, scores, strict=True):
-        note = "" if not s.missing else f"needs all {NUM_GAMES} games; {NUM_GAMES - len(s.missing)} evaluated"
+        note = (
+            ""
+            if not s.missing
+            else f"needs all {NUM_GAMES} games; {NUM_GAMES - len(s.missing)} evaluated"
+        )
         table.add_row([_ours_label(results, r), s.median, s.mean, note])
     table.notes.append(
         "Means use video_pinball random = 0, the convention that reproduces the paper's means from "

@@ -85,7 +85,8 @@ def bar_data(results: Sequence[EvaluationResults]) -> tuple[str, list[str], Seri
         order = list(dmlab_levels.TEST_LEVELS)
         paper = {
             "IMPALA (paper)": {
-                lvl: scoring.normalize(lvl, row.impala) for lvl, row in paper_results.TABLE_B1.items()
+                lvl: scoring.normalize(lvl, row.impala)
+                for lvl, row in paper_results.TABLE_B1.items()
             },
             "Experts (paper)": {
                 lvl: scoring.normalize(lvl, row.experts)

@@ -234,7 +234,9 @@ class Table:
 
     def add_row(self, cells: Sequence[Cell]) -> None:
         if len(cells) != len(self.columns):
-            raise ValueError(f"row has {len(cells)} cells, table {self.title!r} has {len(self.columns)}")
+            raise ValueError(
+                f"row has {len(cells)} cells, table {self.title!r} has {len(self.columns)}"
+            )
         self.rows.append(list(cells))
 
 
@@ -282,7 +284,10 @@ def format_csv_cell(value: Cell) -> str:
 def markdown_table(table: Table) -> str:
     """A padded pipe table (numeric columns right-aligned), without title or notes."""
     header = [c.header for c in table.columns]
-    body = [[format_markdown_cell(v, c) for v, c in zip(row, table.columns, strict=True)] for row in table.rows]
+    body = [
+        [format_markdown_cell(v, c) for v, c in zip(row, table.columns, strict=True)]
+        for row in table.rows
+    ]
     widths = [max([len(h)] + [len(r[i]) for r in body]) for i, h in enumerate(header)]
     numeric = [c.right_aligned for c in table.columns]
 
@@ -293,10 +298,14 @@ def markdown_table(table: Table) -> str:
         ]
         return "| " + " | ".join(padded) + " |"
 
-    rule = "|" + "|".join(
-        ("-" * (w + 1) + ":") if num else ("-" * (w + 2))
-        for w, num in zip(widths, numeric, strict=True)
-    ) + "|"
+    rule = (
+        "|"
+        + "|".join(
+            ("-" * (w + 1) + ":") if num else ("-" * (w + 2))
+            for w, num in zip(widths, numeric, strict=True)
+        )
+        + "|"
+    )
     return "\n".join([line(header), rule] + [line(r) for r in body])
 
 

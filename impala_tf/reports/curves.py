@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import statistics
 import sys
 from collections.abc import Sequence
 
@@ -103,7 +102,7 @@ def episodes_by_level(episodes: Sequence[Episode]) -> dict[str, tuple[np.ndarray
 
 
 def run_kind(level_names: Sequence[str]) -> str:
-    """"dmlab30" if the names cover the 30 DMLab-30 levels (only them), "atari57" if they cover the
+    """ "dmlab30" if the names cover the 30 DMLab-30 levels (only them), "atari57" if they cover the
     57 Atari games (only them), else "other"."""
     names = set(level_names)
     tests = {dmlab_levels.to_test_level(n) for n in names}

@@ -104,7 +104,9 @@ def validate_benchmark(data: Any, source: str = "<memory>") -> dict[str, Any]:
             raise BenchmarkError(f"{where} must be an object")
         for field, kind in REQUIRED_FIELDS.items():
             if field not in result:
-                raise BenchmarkError(f"{where} has no {field!r} (required: {list(REQUIRED_FIELDS)})")
+                raise BenchmarkError(
+                    f"{where} has no {field!r} (required: {list(REQUIRED_FIELDS)})"
+                )
             _check_type(result[field], kind, f"{where}[{field!r}]")
         for field, kind in OPTIONAL_FIELDS.items():
             if result.get(field) is not None:
@@ -166,7 +168,14 @@ def paper_table() -> Table:
     )
     for row in TABLE_1:
         table.add_row(
-            [row.setting, row.architecture, row.cpus, row.gpus, _kilo(row.task_1), _kilo(row.task_2)]
+            [
+                row.setting,
+                row.architecture,
+                row.cpus,
+                row.gpus,
+                _kilo(row.task_1),
+                _kilo(row.task_2),
+            ]
         )
     table.notes.append(
         "Batch size 32 unless stated; GPUs are Nvidia P100. IMPALA (dyn. batch) 48 actors: "
@@ -221,9 +230,7 @@ def ours_table(benchmark: dict[str, Any]) -> Table:
 def build_report(benchmark: dict[str, Any]) -> Report:
     """The paper's Table 1 and ours (see `ours_table`)."""
     validate_benchmark(benchmark)
-    fastest = max(
-        (r["environment_frames_per_second"] for r in benchmark["results"]), default=None
-    )
+    fastest = max((r["environment_frames_per_second"] for r in benchmark["results"]), default=None)
     line = (
         "Highest throughput: n/a (no results)"
         if fastest is None

@@ -1,0 +1,424 @@
+"""Tests of `impala_tf.reports`: results loading, Markdown / CSV rendering, the Atari-57 tables
+(facts 5.4, 10), learning curves (facts 6.5), bar charts and the throughput table (facts 5.1).
+
+Expected numbers are computed by hand in the comments from the facts file, not read from the code.
+Runtime: about 6 s (matplotlib figures, two CLI subprocesses).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from impala_tf import atari57
+from impala_tf.reports import atari57 as atari_report
+from impala_tf.reports import bars, common, curves, throughput
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def cells(markdown: str, first_cell: str) -> list[str]:
+    for line in markdown.splitlines():
+        parts = [p.strip() for p in line.strip().strip("|").split("|")]
+        if line.startswith("|") and parts[0] == first_cell:
+            return parts
+    raise AssertionError(f"no row {first_cell!r} in:\n{markdown}")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Results files and rendering.
+
+
+def test_load_results_errors(tmp_path):
+    with pytest.raises(common.ResultsError, match="not found"):
+        common.load_results(str(tmp_path / "nope.json"))
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"levels": {\n  "a": [1, ]}')
+    with pytest.raises(common.ResultsError, match="line 2"):
+        common.load_results(str(bad))
+    bad.write_text(json.dumps({"returns": []}))
+    with pytest.raises(common.ResultsError, match="no 'levels'"):
+        common.load_results(str(bad))
+    bad.write_text(json.dumps({"levels": {"atari/pong": {"returns": [1.0, "x"]}}}))
+    with pytest.raises(common.ResultsError, match=r"atari/pong.*\[1\]"):
+        common.load_results(str(bad))
+    bad.write_text(json.dumps({"levels": {}, "policy": "argmax"}))
+    with pytest.raises(common.ResultsError, match="policy"):
+        common.load_results(str(bad))
+
+
+def test_load_results_fields_and_unique_names(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    data = {
+        "levels": {"toy/catch": {"returns": [1, 2, 4], "episode_frames": [10, 20, 30]}},
+        "policy": "greedy",
+        "checkpoint": "ckpt-7",
+        "num_episodes_per_level": 3,
+    }
+    paths = []
+    for d in ("a", "b"):
+        path = tmp_path / d / "run.json"
+        path.write_text(json.dumps(data))
+        paths.append(str(path))
+    first, second = common.load_results_files(paths)
+    assert (first.name, second.name) == ("run", "run-2")
+    assert first.mean_return("toy/catch") == pytest.approx(7 / 3)
+    assert first.episode_frames["toy/catch"] == [10, 20, 30]
+    assert first.policy == "greedy" and first.checkpoint == "ckpt-7"
+    notes = common.results_notes([first], paper_episodes=500)
+    assert "sampled policy" in notes[0] and "500 episodes" in notes[0]
+
+
+def test_markdown_and_csv_rendering():
+    table = common.Table(
+        "T, one",
+        [common.Column("Name"), common.Column("Score", digits=1, suffix="%")],
+    )
+    table.add_row(["a, b", 12.345])
+    table.add_row(["c", None])
+    table.add_row(["d", -0.04])  # Rounds to "0.0", not "-0.0".
+    report = common.Report([table], ["Headline: 1.0%"])
+    md = report.render("markdown")
+    assert md.startswith("## T, one\n")
+    assert cells(md, "a, b") == ["a, b", "12.3%"]
+    assert cells(md, "c") == ["c", "n/a"]
+    assert cells(md, "d") == ["d", "0.0%"]
+    assert "---:|" in md  # Numeric column right-aligned.
+    assert md.endswith("Headline: 1.0%\n")
+    tables, lines = common.parse_csv_report(report.render("csv"))
+    assert tables["T, one"] == [
+        {"Name": "a, b", "Score": "12.345"},
+        {"Name": "c", "Score": ""},
+        {"Name": "d", "Score": "-0.04"},
+    ]
+    assert lines == ["Headline: 1.0%"]
+    with pytest.raises(ValueError):
+        table.add_row(["too", "many", "cells"])
+
+
+# ---------------------------------------------------------------------------------------------------
+# Atari-57 (Table 4, Table C.1).
+
+# Facts 10 references of the three games chosen below: (random, human).
+PONG = (-20.7, 14.6)
+BREAKOUT = (1.7, 30.5)
+VIDEO_PINBALL = (16256.9, 17667.9)
+
+
+def made_up_atari() -> dict[str, dict[str, list[float]]]:
+    """All 57 games, constructed so that (by hand):
+
+    - pong: returns 20 and 22, mean 21.0 -> (21 + 20.7) / 35.3 = 118.13 %.
+    - breakout: 1.7 (its random score) -> 0 %.
+    - video_pinball: 30366.9 = 16256.9 + 10 * 1411 -> 1000 % with the facts-10 references, and
+      30366.9 / 17667.9 = 171.88 % with random = 0 (the paper's convention for the mean).
+    - of the other 54 games (alphabetical), the first 27 score their random score (0 %) and the last 27
+      score random + 2 * (human - random) (200 %): these hold whatever the reference values are.
+    Sorted: 28 zeros, pong 118.13 (the 29th of 57 = the median), 27 x 200, video_pinball.
+    Median = 118.1 %. Mean (video_pinball random 0) = (118.13 + 5400 + 171.88) / 57 = 99.8 %.
+    Mean with the published video_pinball reference = (118.13 + 5400 + 1000) / 57 = 114.4 %.
+    """
+    levels = {
+        "atari/pong": {"returns": [20.0, 22.0]},
+        "atari/breakout": {"returns": [BREAKOUT[0]]},
+        "atari/video_pinball": {
+            "returns": [VIDEO_PINBALL[0] + 10 * (VIDEO_PINBALL[1] - VIDEO_PINBALL[0])]
+        },
+    }
+    others = [g for g in atari57.GAMES if g not in ("pong", "breakout", "video_pinball")]
+    assert len(others) == 54
+    for i, game in enumerate(others):
+        random, human = atari57.RANDOM_SCORES[game], atari57.HUMAN_SCORES[game]
+        levels[f"atari/{game}"] = {"returns": [random if i < 27 else 2 * human - random]}
+    return levels
+
+
+def test_atari_scores_hand_computed():
+    results = common.parse_results({"levels": made_up_atari()}, "run")
+    scores = atari_report.score_results(results)
+    assert scores.median == pytest.approx(41.7 / 35.3 * 100)
+    assert scores.mean == pytest.approx((41.7 / 35.3 * 100 + 5400 + 30366.9 / 17667.9 * 100) / 57)
+    assert scores.mean_published_refs == pytest.approx((41.7 / 35.3 * 100 + 5400 + 1000) / 57)
+    assert scores.missing == []
+
+
+def test_atari_report_full(tmp_path):
+    path = tmp_path / "atari.json"
+    path.write_text(json.dumps({"levels": made_up_atari(), "policy": "sampled"}))
+    text = atari_report.build_report(common.load_results_files([str(path)])).render("markdown")
+    lines = text.rstrip("\n").splitlines()
+    assert lines[-2:] == [
+        "Median human-normalised score: 118.1%",
+        "Mean human-normalised score: 99.8%",
+    ]
+    assert lines[-3] == "Mean human-normalised score with video_pinball random = 16256.9: 114.4%"
+    # Table 4 as printed (facts 5.4) plus ours.
+    assert cells(text, "IMPALA, deep, multi-task")[:3] == [
+        "IMPALA, deep, multi-task",
+        "59.7%",
+        "176.9%",
+    ]
+    assert cells(text, "Reactor, experts")[:3] == ["Reactor, experts", "187.0%", "n/a"]
+    assert cells(text, "ours")[:3] == ["ours", "118.1%", "99.8%"]
+    # Table C.1 pong row: refs, paper IMPALA shallow 20.40 / deep 20.98 / multi-task 8.58, the paper's
+    # deep HNS (20.98 + 20.7) / 35.3 = 118.07 %, our 21.00 and 118.13 %.
+    assert cells(text, "pong") == [
+        "pong", "-20.7", "14.6", "20.40", "20.98", "8.58", "118.1%", "21.00", "118.1%",
+    ]  # fmt: skip
+    assert sum(1 for line in text.splitlines() if line.startswith("| ")) == 7 + 1 + 57 + 1
+
+
+def test_atari_report_single_game_subset(tmp_path):
+    path = tmp_path / "pong.json"
+    path.write_text(json.dumps({"levels": {"atari/pong": {"returns": [21.0]}, "toy/catch": [1.0]}}))
+    text = atari_report.build_report(common.load_results_files([str(path)])).render("markdown")
+    assert text.rstrip("\n").splitlines()[-2:] == [
+        "Median human-normalised score: n/a (needs all 57 games; 1 evaluated)",
+        "Mean human-normalised score: n/a (needs all 57 games; 1 evaluated)",
+    ]
+    assert cells(text, "pong")[-2:] == ["21.00", "118.1%"]
+    with pytest.raises(AssertionError):
+        cells(text, "breakout")  # Only evaluated games get rows.
+    assert "toy/catch" in text
+    tables, lines = common.parse_csv_report(
+        atari_report.build_report(common.load_results_files([str(path)])).render("csv")
+    )
+    (c1,) = [rows for title, rows in tables.items() if title.startswith("Table C.1")]
+    assert [r["Game"] for r in c1] == ["pong"]
+    assert float(c1[0]["pong HNS"]) == pytest.approx(41.7 / 35.3 * 100)
+
+
+def test_atari_report_errors():
+    with pytest.raises(ValueError, match="pong"):
+        atari_report.score_results(common.parse_results({"levels": {"atari/pongg": [1.0]}}, "x"))
+    with pytest.raises(ValueError, match="no Atari-57 game"):
+        atari_report.build_report([common.parse_results({"levels": {"toy/catch": [1.0]}}, "x")])
+
+
+# ---------------------------------------------------------------------------------------------------
+# Learning curves.
+
+EPISODE_FIELDS = [
+    "environment_frames", "level_name", "episode_return", "episode_frames", "actor_id", "wall_time",
+]  # fmt: skip
+
+
+def write_episodes(logdir, rows) -> None:
+    os.makedirs(logdir, exist_ok=True)
+    with open(os.path.join(logdir, "episodes.csv"), "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(EPISODE_FIELDS)
+        for frames, level, ret in rows:
+            writer.writerow([frames, level, ret, 100, 0, 0.0])
+
+
+def test_rolling_mean_hand_computed():
+    np.testing.assert_allclose(curves.rolling_mean(np.array([1, 2, 3, 10]), 2), [1, 1.5, 2.5, 6.5])
+    np.testing.assert_allclose(curves.rolling_mean(np.array([4, 2, 0]), 10), [4, 3, 2])
+
+
+def test_returns_figure_per_level(tmp_path):
+    # Out of frame order on purpose: curves are drawn in frame order.
+    rows = [
+        (400, "toy/catch", 10.0),
+        (100, "toy/catch", 1.0),
+        (200, "toy/catch", 2.0),
+        (300, "toy/catch", 3.0),
+        (150, "toy/bandit", 5.0),
+        (250, "toy/bandit", 7.0),
+    ]
+    write_episodes(tmp_path, rows)
+    episodes = curves.load_episodes(str(tmp_path))
+    figure = curves.plot_returns(episodes, window=2)
+    assert len(figure.axes) == 2
+    by_title = {ax.get_title(): ax for ax in figure.axes}
+    catch = by_title["toy/catch"]
+    (line,) = catch.get_lines()
+    np.testing.assert_array_equal(line.get_xdata(), [100, 200, 300, 400])
+    np.testing.assert_allclose(line.get_ydata(), [1, 1.5, 2.5, 6.5])
+    assert len(catch.collections) == 1  # The faint raw points.
+    np.testing.assert_allclose(by_title["toy/bandit"].get_lines()[0].get_ydata(), [5, 6])
+    paths = curves.write_curves(str(tmp_path), str(tmp_path / "plots"), window=2)
+    assert [os.path.basename(p) for p in paths] == ["returns.png"]  # Not a suite: no score plot.
+    with open(paths[0], "rb") as f:
+        assert f.read(8) == PNG_SIGNATURE
+    assert os.path.getsize(paths[0]) > 1000
+
+
+def dmlab30_log_rows():
+    """Two windows over the 30 levels (training names), every level at its human score (100 %,
+    whatever the reference values) except, in window 2, rooms_watermaze with two episodes 100.0 and
+    107.87 (mean 103.935 = 4.065 + 2 * 49.935 = 200 %, facts 4.3 references).
+    Window 1 closes at frame 3000: capped 100, uncapped 100. Window 2 closes at frame 6100:
+    capped (29 * 100 + 100) / 30 = 100, uncapped (29 * 100 + 200) / 30 = 103.33."""
+    from dmlab30 import levels
+
+    rows, frames = [], 0
+    for window in range(2):
+        for train_name, test_name in zip(levels.TRAINING_LEVELS, levels.TEST_LEVELS, strict=True):
+            frames += 100
+            if window == 1 and test_name == "rooms_watermaze":
+                rows.append((frames, train_name, 100.0))
+                frames += 100
+                rows.append((frames, train_name, 107.87))
+            else:
+                rows.append((frames, train_name, levels.HUMAN_SCORES[test_name]))
+    return rows
+
+
+def test_dmlab30_training_scores_and_figures(tmp_path):
+    write_episodes(tmp_path, dmlab30_log_rows())
+    episodes = curves.load_episodes(str(tmp_path))
+    points = curves.dmlab30_training_scores(episodes)
+    assert [p[0] for p in points] == [3000, 6100]
+    assert points[0][1:] == pytest.approx((100.0, 100.0))
+    assert points[1][1:] == pytest.approx((100.0, 3100 / 30))
+    paths = curves.write_curves(str(tmp_path))
+    assert sorted(os.path.basename(p) for p in paths) == ["dmlab30_score.png", "returns.png"]
+    for path in paths:
+        with open(path, "rb") as f:
+            assert f.read(8) == PNG_SIGNATURE
+    figure = curves.plot_dmlab30_scores(points)
+    (ax,) = figure.axes
+    capped, uncapped = ax.get_lines()
+    np.testing.assert_allclose(uncapped.get_ydata(), [100.0, 3100 / 30])
+    assert len(curves.plot_returns(episodes).axes) == 30
+
+
+def test_atari57_training_medians():
+    # One window, every game at its human score (100 %) except pong at 21.0 (118.13 %) and a second
+    # window with only pong (incomplete: no point).
+    rows = [
+        {
+            "environment_frames": i,
+            "level_name": f"atari/{g}",
+            "episode_return": atari57.HUMAN_SCORES[g],
+        }
+        for i, g in enumerate(atari57.GAMES)
+        if g != "pong"
+    ]
+    rows.append({"environment_frames": 99, "level_name": "atari/pong", "episode_return": 21.0})
+    rows.append({"environment_frames": 120, "level_name": "atari/pong", "episode_return": 0.0})
+    assert curves.run_kind([r["level_name"] for r in rows]) == "atari57"
+    assert curves.atari57_training_medians(rows) == [(99, pytest.approx(100.0))]
+
+
+def test_curves_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="episodes.csv"):
+        curves.load_episodes(str(tmp_path))
+    write_episodes(tmp_path, [])
+    with pytest.raises(ValueError, match="no finished episodes"):
+        curves.load_episodes(str(tmp_path))
+
+
+# ---------------------------------------------------------------------------------------------------
+# Bar charts.
+
+
+def test_dmlab30_bars():
+    # rooms_watermaze 103.935 -> 200 %; paper IMPALA 31.1 -> (31.1 - 4.065) / 49.935 = 54.14 %,
+    # Experts 26.9 -> 22.835 / 49.935 = 45.73 %. psychlab_visual_search (human 78.5, random 0.085):
+    # 0.085 -> 0 %, paper 0.0 -> -0.085 / 78.415 = -0.108 %.
+    results = common.parse_results(
+        {"levels": {"rooms_watermaze": [103.935], "psychlab_visual_search": [0.085]}}, "mine"
+    )
+    figure = bars.plot_bars([results])
+    (ax,) = figure.axes
+    assert len(ax.containers) == 3
+    ours, impala, experts = ax.containers
+    assert [len(c) for c in ax.containers] == [2, 2, 2]
+    assert [p.get_width() for p in ours] == pytest.approx([200.0, 0.0], abs=1e-9)
+    assert [p.get_width() for p in impala] == pytest.approx([54.14, -0.108], abs=0.01)
+    assert [p.get_width() for p in experts] == pytest.approx([45.73, -0.108], abs=0.01)
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert sorted(labels) == ["psychlab_visual_search", "rooms_watermaze"]
+    legend = {t.get_text() for t in ax.get_legend().get_texts()}
+    assert {"mine", "IMPALA (paper)", "Experts (paper)", "human (100%)"} <= legend
+
+
+def test_atari_bars_and_cli(tmp_path):
+    # pong 21.0 -> 118.13 %; Table C.1 IMPALA deep 20.98 -> 118.07 %, shallow 20.40 -> 116.43 %.
+    path = tmp_path / "pong.json"
+    path.write_text(json.dumps({"levels": {"atari/pong": {"returns": [21.0]}}}))
+    kind, shown, series = bars.bar_data(common.load_results_files([str(path)]))
+    assert (kind, shown) == ("atari57", ["pong"])
+    assert series["pong"] == pytest.approx([118.13], abs=0.01)
+    assert series["IMPALA (deep) (paper)"] == pytest.approx([118.07], abs=0.01)
+    assert series["IMPALA (shallow) (paper)"] == pytest.approx([116.43], abs=0.01)
+    out = tmp_path / "bars.png"
+    proc = subprocess.run(
+        [sys.executable, "-m", "impala_tf.reports.bars", str(path), "--output", str(out)],
+        cwd=REPO, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert out.read_bytes()[:8] == PNG_SIGNATURE
+    with pytest.raises(ValueError, match="DMLab-30 or Atari-57"):
+        bars.bar_data([common.parse_results({"levels": {"toy/catch": [1.0]}}, "x")])
+
+
+# ---------------------------------------------------------------------------------------------------
+# Throughput (Table 1).
+
+
+def benchmark() -> dict:
+    return {
+        "machine": {"cpus": 2, "gpus": 0},
+        "results": [
+            {"name": "a", "architecture": "IMPALA 2 actors", "cpus": 2, "gpus": 0,
+             "task": "seekavoid_arena_01", "environment_frames_per_second": 1234.5,
+             "model": "shallow", "batch_size": 32, "paper_row": "IMPALA 48 actors"},
+            {"name": "b", "architecture": "IMPALA 2 actors", "cpus": 2, "gpus": 0,
+             "task": "rooms_keys_doors_puzzle", "environment_frames_per_second": 800.0,
+             "model": "shallow", "batch_size": 32},
+            {"name": "c", "architecture": "IMPALA 2 actors", "cpus": 2, "gpus": 0,
+             "task": "toy/catch", "environment_frames_per_second": 50000.0,
+             "model": "shallow", "batch_size": 32},
+        ],
+    }  # fmt: skip
+
+
+def test_throughput_table(tmp_path):
+    text = throughput.build_report(benchmark()).render("markdown")
+    # Paper rows (facts 5.1), in thousands of frames/s.
+    assert cells(text, "single-machine")[1:] == ["A3C 32 workers", "64", "0", "6.5", "9.0"]
+    distributed = [line for line in text.splitlines() if line.startswith("| distributed")]
+    assert [c.strip() for c in distributed[-1].strip("|").split("|")] == [
+        "distributed", "IMPALA (optimised) batch 128", "500", "1", "250.0", "n/a",
+    ]  # fmt: skip
+    # Ours: one row, one column per task, and the paper row it names (IMPALA 48 actors: 17K / 20.5K).
+    assert cells(text, "IMPALA 2 actors") == [
+        "IMPALA 2 actors", "shallow", "32", "2", "0", "1.23", "0.80", "50.00",
+        "IMPALA 48 actors", "17.0", "20.5",
+    ]  # fmt: skip
+    assert "toy/catch" in cells(text, "Architecture")
+    assert text.rstrip().splitlines()[-1] == "Highest throughput: 50000 environment frames/s"
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps(benchmark()))
+    assert throughput.main([str(path), "--output", str(tmp_path / "t.md")]) == 0
+    assert (tmp_path / "t.md").read_text() == text
+
+
+def test_throughput_validation():
+    data = benchmark()
+    del data["results"][1]["environment_frames_per_second"]
+    with pytest.raises(
+        throughput.BenchmarkError, match=r"results\[1\].*environment_frames_per_second"
+    ):
+        throughput.build_report(data)
+    data = benchmark()
+    data["results"][0]["paper_row"] = "IMPALA 1000 actors"
+    with pytest.raises(throughput.BenchmarkError, match="not a Table 1 row"):
+        throughput.build_report(data)
+    data = benchmark()
+    data["results"][0]["cpus"] = "two"
+    with pytest.raises(throughput.BenchmarkError, match="cpus"):
+        throughput.build_report(data)
+    assert throughput.paper_row("Batched A2C (sync step)", 1).task_1 == 13_000
