@@ -145,18 +145,10 @@ def find_checkpoint(path: str) -> str:
 
 
 def build_agent(config: configs.Config) -> networks.Agent:
-    """The agent `config` describes, with its variables created (same mapping as the learner's)."""
-    kind = envs.environment_kind(config.env.level_name)
-    agent = networks.make_agent(
-        config.agent.agent,
-        config.agent.num_actions,
-        use_lstm=config.agent.use_lstm,
-        use_instruction=config.agent.use_instruction,
-        atari=kind == "atari",
-    )
-    observation_spec, _ = envs.environment_spec(config.env.level_name, config.env)
-    agent.create_variables(observation_spec)
-    return agent
+    """The agent `config` describes, with its variables created (the learner's own builder)."""
+    from impala_tf import runtime
+
+    return runtime.build_agent(config)
 
 
 def _checkpoint_num_actions(checkpoint_path: str) -> int | None:
@@ -325,7 +317,9 @@ def format_table(results: Mapping[str, Any]) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = []
     for k, row in enumerate(rows):
-        cells = [row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:], widths[1:])]
+        cells = [row[0].ljust(widths[0])] + [
+            c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)
+        ]
         lines.append("  ".join(cells))
         if k == 0:
             lines.append("  ".join("-" * w for w in widths))
@@ -425,7 +419,7 @@ def play_level(
     env_output = env.initial()
     last_action = np.zeros([num_envs], np.int32)
     state = initial_state
-    while any(len(g) < q for g, q in zip(games, quotas)):
+    while any(len(g) < q for g, q in zip(games, quotas, strict=True)):
         if recording and len(video_frames) < MAX_VIDEO_FRAMES:
             video_frames.append(video_frame(env_output.observation.frame[0]))
         inputs = tree.map_structure(tf.convert_to_tensor, (last_action, env_output))
@@ -524,7 +518,9 @@ def evaluate(
                     f"{agent.num_actions}"
                 )
 
-            def report(index: int, episode_return: float, episode_frames: int) -> None:
+            def report(
+                index: int, episode_return: float, episode_frames: int, level: str = level
+            ) -> None:
                 say(
                     f"[test] {level} episode {index + 1}/{num_episodes}: return "
                     f"{episode_return:.3f}, {episode_frames} frames"

@@ -78,6 +78,15 @@ flags.DEFINE_string(
     "cluster_spec", "", "ClusterSpec or TF_CONFIG JSON (default: the TF_CONFIG variable, if set)."
 )
 flags.DEFINE_float("connect_seconds", 60.0, "How long an actor waits for its learner.")
+flags.DEFINE_string(
+    "checkpoint", "", "Test mode: checkpoint to evaluate (default: latest in logdir)."
+)
+flags.DEFINE_string(
+    "test_output", "", "Test mode: results JSON (default <logdir>/test_results.json)."
+)
+flags.DEFINE_enum("test_policy", "sampled", ["sampled", "greedy"], "Test mode: action selection.")
+flags.DEFINE_integer("test_num_envs", 4, "Test mode: environment worker processes per level.")
+flags.DEFINE_bool("record_video", False, "Test mode: write a GIF of one episode per level.")
 
 # (flag name) -> (config section, field); flags given explicitly override the preset.
 _FLAG_FIELDS: dict[str, tuple[str, str]] = {
@@ -148,11 +157,10 @@ def complete_config(config: configs.Config) -> configs.Config:
 
 def describe(config: configs.Config) -> str:
     """The resolved configuration and the agent's variables, ending with `Trainable parameters: N`."""
-    from impala_tf import envs, networks
+    from impala_tf import envs, networks, runtime
 
     observation_spec, _ = envs.environment_spec(config.env.level_name, config.env)
-    agent = make_agent(config)
-    agent.create_variables(observation_spec)
+    agent = runtime.build_agent(config)
     lines = [f"Preset: {FLAGS.preset}", "Configuration:"]
     lines.append(json.dumps(config.to_dict(), indent=2, sort_keys=False))
     lines.append(
@@ -169,19 +177,6 @@ def describe(config: configs.Config) -> str:
     return "\n".join(lines)
 
 
-def make_agent(config: configs.Config):
-    """The agent a configuration describes (variables are created on first use)."""
-    from impala_tf import envs, networks
-
-    return networks.make_agent(
-        config.agent.agent,
-        config.agent.num_actions,
-        use_lstm=config.agent.use_lstm,
-        use_instruction=config.agent.use_instruction,
-        atari=envs.environment_kind(config.env.level_name) == "atari",
-    )
-
-
 def main(argv: list[str]) -> int:
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
@@ -195,7 +190,32 @@ def main(argv: list[str]) -> int:
         return 0
     if FLAGS.mode == "train":
         return train(config, argv)
-    raise app.UsageError(f"--mode={FLAGS.mode} is not available yet")
+    return test(config)
+
+
+def test(config: configs.Config) -> int:
+    """Evaluates a checkpoint per level (the release's `--mode=test`, facts 6.6)."""
+    from impala_tf import evaluation
+
+    explicit = FLAGS["preset"].present or any(
+        FLAGS[name].present for name, (section, _) in _FLAG_FIELDS.items() if section == "env"
+    )
+    try:
+        evaluation.run_test_mode(
+            config if explicit else None,
+            FLAGS.logdir,
+            checkpoint=FLAGS.checkpoint or None,
+            output=FLAGS.test_output or None,
+            test_num_episodes=FLAGS.test_num_episodes,
+            policy=FLAGS.test_policy,
+            num_envs=FLAGS.test_num_envs,
+            record_video=FLAGS.record_video,
+            seed=FLAGS.seed,
+        )
+    except (FileNotFoundError, ValueError, ImportError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return 0
 
 
 def _cluster_and_role() -> tuple[Any, str, int]:
@@ -217,15 +237,31 @@ def _cluster_and_role() -> tuple[Any, str, int]:
     return cluster, job_name, task
 
 
+def check_environment_available(config: configs.Config) -> None:
+    """Fails early, before any process starts, when the environment cannot be built here.
+
+    Raises:
+      ImportError: `deepmind_lab` is missing for a DMLab level (the message says how to build it).
+    """
+    from impala_tf import envs
+
+    if envs.environment_kind(config.env.level_name) == "dmlab":
+        from impala_tf.envs import dmlab
+
+        dmlab.import_deepmind_lab()
+
+
 def train(config: configs.Config, argv: list[str]) -> int:
     """Local run (`--task=-1`, no cluster given) or one task of a distributed run."""
     import os
 
-    from impala_tf import bookkeeping, launcher, runtime
+    from impala_tf import bookkeeping, launcher, runtime, transport
 
     try:
         bookkeeping.ensure_writable_logdir(config.runtime.logdir)
-    except bookkeeping.LogdirError as error:
+        if FLAGS.job_name == "actor" or FLAGS.task < 0:
+            check_environment_available(config)
+    except (bookkeeping.LogdirError, ImportError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     distributed = FLAGS.task >= 0 or FLAGS.cluster_spec or os.environ.get("TF_CONFIG")
@@ -238,13 +274,16 @@ def train(config: configs.Config, argv: list[str]) -> int:
         )
     try:
         cluster, job_name, task = _cluster_and_role()
+        if job_name == "learner":
+            runtime.run_learner(config, cluster, task)
+            return 0
+        return runtime.run_actor(config, cluster, task, connect_seconds=FLAGS.connect_seconds)
     except ValueError as error:
         print(f"error: bad cluster specification: {error}", file=sys.stderr)
         return 2
-    if job_name == "learner":
-        runtime.run_learner(config, cluster, task)
-        return 0
-    return runtime.run_actor(config, cluster, task, connect_seconds=FLAGS.connect_seconds)
+    except transport.LearnerUnreachableError as error:
+        print(f"error: {error} (is the learner running? check --learner_hosts)", file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":

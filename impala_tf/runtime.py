@@ -38,15 +38,21 @@ _LOG = logging.getLogger(__name__)
 QUEUE_CAPACITY_PER_BATCH = 1  # Queue capacity = batch size: each actor blocks until dequeued.
 
 
-def make_agent(config: configs.Config) -> networks.Agent:
-    """The agent a configuration describes (variables are created on first use)."""
-    return networks.make_agent(
+def build_agent(config: configs.Config) -> networks.Agent:
+    """The agent a configuration describes, with its variables created.
+
+    Learner, actors, evaluation and `--mode=describe` all build their agent here.
+    """
+    agent = networks.make_agent(
         config.agent.agent,
         config.agent.num_actions,
         use_lstm=config.agent.use_lstm,
         use_instruction=config.agent.use_instruction,
         atari=envs.environment_kind(config.env.level_name) == "atari",
     )
+    observation_spec, _ = envs.environment_spec(config.env.level_name, config.env)
+    agent.create_variables(observation_spec)
+    return agent
 
 
 def trajectory_specs(config: configs.Config, agent: networks.Agent) -> structures.Trajectory:
@@ -228,9 +234,7 @@ def run_learner(
     lc = config.learner
     repeats = num_action_repeats(config)
 
-    agent = make_agent(config)
-    observation_spec, _ = envs.environment_spec(config.env.level_name, config.env)
-    agent.create_variables(observation_spec)
+    agent = build_agent(config)
     specs = trajectory_specs(config, agent)
 
     reducer = None
@@ -390,9 +394,7 @@ def run_actor(
         workers.EnvFactory(level, config.env, environment_seed(config, actor_index, j))
         for j, level in enumerate(levels)
     ]
-    agent = make_agent(config)
-    observation_spec, _ = envs.environment_spec(config.env.level_name, config.env)
-    agent.create_variables(observation_spec)
+    agent = build_agent(config)
     specs = trajectory_specs(config, agent)
     params = transport.ParameterClient(
         target,

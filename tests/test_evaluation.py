@@ -1,0 +1,314 @@
+"""Tests of `impala_tf.evaluation`: `--mode=test` per-level evaluation (facts 1.1, 4.3, 6.6, 10).
+
+Runtime: about 35 s on 2 CPU cores (TensorFlow import, a few agent traces, worker processes for
+toy tasks and one Atari game with a 40-frame cap).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+
+import imageio.v3 as iio
+import numpy as np
+import psutil
+import pytest
+import tensorflow as tf
+
+import dmlab30
+from impala_tf import atari57, configs, evaluation, structures
+from impala_tf.envs import toy
+from impala_tf.envs.base import StepStream
+from impala_tf.experiment import complete_config
+from impala_tf.reports import common
+
+
+def _children() -> set[int]:
+    return {p.pid for p in psutil.Process().children(recursive=True)}
+
+
+@pytest.fixture
+def no_leaked_children():
+    before = _children()
+    yield
+    leaked = _children() - before
+    assert not leaked, f"leaked child processes: {leaked}"
+
+
+def _toy_config(level: str, use_lstm: bool = True) -> configs.Config:
+    return complete_config(
+        configs.from_preset(
+            "default",
+            {"env": {"level_name": level}, "agent": {"agent": "shallow", "use_lstm": use_lstm}},
+        )
+    )
+
+
+def _save_run(logdir: str, config: configs.Config, agent=None) -> str:
+    """Writes a logdir as the learner does (`impala_tf.runtime.run_learner`): a `CheckpointManager`
+    over `Checkpoint(agent=..., learner=...)` in `<logdir>/checkpoints`, and `<logdir>/config.json`."""
+    if agent is None:
+        agent = evaluation.build_agent(config)
+    learner = tf.Module()  # Stands in for the learner's state (optimizer slots, counters).
+    learner.num_updates = tf.Variable(7, dtype=tf.int64)
+    manager = tf.train.CheckpointManager(
+        tf.train.Checkpoint(agent=agent, learner=learner),
+        os.path.join(logdir, "checkpoints"),
+        max_to_keep=2,
+    )
+    path = manager.save()
+    with open(os.path.join(logdir, "config.json"), "w") as f:
+        json.dump(config.to_dict(), f)
+    return path
+
+
+def _variable(agent, suffix: str) -> tf.Variable:
+    (variable,) = [v for v in agent.trainable_variables if v.name.endswith(suffix)]
+    return variable
+
+
+# --- Configuration and checkpoints. ------------------------------------------------------------------
+
+
+def test_load_config_round_trip(tmp_path):
+    assert evaluation.load_config(str(tmp_path)) is None
+    config = _toy_config("toy/catch")
+    config = dataclasses.replace(
+        config, learner=dataclasses.replace(config.learner, clip_rho_threshold=None)
+    )
+    (tmp_path / "config.json").write_text(json.dumps(config.to_dict()))
+    loaded = evaluation.load_config(str(tmp_path))
+    assert loaded == config
+    assert isinstance(loaded.env, configs.EnvConfig)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        loaded.agent.num_actions = 5
+    (tmp_path / "config.json").write_text(json.dumps({"agent": {"no_such_field": 1}}))
+    with pytest.raises(ValueError, match="no_such_field"):
+        evaluation.load_config(str(tmp_path))
+
+
+def test_missing_checkpoint_names_directory(tmp_path):
+    config = _toy_config("toy/catch")
+    with pytest.raises(FileNotFoundError, match=str(tmp_path)):
+        evaluation.restore_agent(config, str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="ckpt-7"):
+        evaluation.restore_agent(config, str(tmp_path / "checkpoints" / "ckpt-7"))
+    with pytest.raises(FileNotFoundError, match=str(tmp_path)):
+        evaluation.run_test_mode(config, str(tmp_path), progress=None)
+
+
+def test_restore_loads_weights_and_rejects_incompatible_agent(tmp_path):
+    config = _toy_config("toy/catch")
+    agent = evaluation.build_agent(config)
+    _variable(agent, "policy_logits/b:0").assign([1.0, 2.0, 3.0])
+    saved = _save_run(str(tmp_path), config, agent)
+
+    restored, path = evaluation.restore_agent(config, str(tmp_path))
+    assert path == saved
+    np.testing.assert_allclose(_variable(restored, "policy_logits/b:0").numpy(), [1.0, 2.0, 3.0])
+
+    wrong = dataclasses.replace(config, agent=dataclasses.replace(config.agent, num_actions=5))
+    with pytest.raises(ValueError) as error:
+        evaluation.restore_agent(wrong, str(tmp_path))
+    message = str(error.value)
+    assert saved in message and "num_actions=5" in message and "3 actions" in message
+
+
+# --- The evaluation loop (in process: no workers). ---------------------------------------------------
+
+
+class _InProcessBatch:
+    """A batch of `StepStream`s stepped in this process (the `BatchedEnvironment` interface)."""
+
+    def __init__(self, environments):
+        self._streams = [StepStream(e) for e in environments]
+        self.num_envs = len(self._streams)
+
+    def initial(self):
+        return structures.stack([s.initial() for s in self._streams])
+
+    def step(self, actions):
+        return structures.stack([s.step(a) for s, a in zip(self._streams, actions, strict=True)])
+
+
+class _ScriptedPolicy:
+    """Logits favour action t % 3 at call t; the 'sampled' action is (t + 1) % 3."""
+
+    def __init__(self):
+        self.calls = 0
+        self.last_actions = []
+
+    def __call__(self, last_action, env_output, state):
+        self.last_actions.append(np.asarray(last_action).copy())
+        num = int(np.asarray(env_output.done).shape[0])
+        t = self.calls
+        self.calls += 1
+        logits = np.zeros([num, 3], np.float32)
+        logits[:, t % 3] = 1.0
+        action = np.full([num], (t + 1) % 3, np.int32)
+        return structures.AgentOutput(action, logits, np.zeros([num], np.float32)), state
+
+
+@pytest.mark.parametrize("policy", ["greedy", "sampled"])
+def test_play_level_feeds_back_the_action_taken_and_stops_at_quota(policy):
+    scripted = _ScriptedPolicy()
+    env = _InProcessBatch([toy.Catch(seed) for seed in (1, 2)])
+    returns, frames = evaluation.play_level(scripted, (), env, num_episodes=3, policy=policy)
+    # Slot 0 plays 2 games, slot 1 one; every catch game lasts 11 steps: 22 agent steps.
+    assert scripted.calls == 22
+    assert len(returns) == 3 and frames == [11, 11, 11]
+    assert all(r in (-1.0, 1.0) for r in returns)
+    np.testing.assert_array_equal(scripted.last_actions[0], [0, 0])
+    for t in range(1, scripted.calls):
+        taken = (t - 1) % 3 if policy == "greedy" else t % 3
+        np.testing.assert_array_equal(scripted.last_actions[t], [taken, taken])
+
+
+def test_slot_quotas_assign_every_episode_once():
+    assert evaluation.slot_quotas(10, 4) == [3, 3, 2, 2]
+    assert evaluation.slot_quotas(3, 3) == [1, 1, 1]
+    assert sum(evaluation.slot_quotas(500, 7)) == 500
+
+
+# --- End to end, with worker processes. --------------------------------------------------------------
+
+
+@pytest.mark.timeout(120)
+def test_run_test_mode_toy_catch_writes_results_and_gif(tmp_path, no_leaked_children):
+    config = _toy_config("toy/catch")
+    checkpoint = _save_run(str(tmp_path), config)
+    results = evaluation.run_test_mode(
+        None, str(tmp_path), test_num_episodes=5, num_envs=2, record_video=True, progress=None
+    )
+    with open(tmp_path / "test_results.json") as f:
+        written = json.load(f)
+    assert written == json.loads(json.dumps(results))
+    assert written["checkpoint"] == checkpoint
+    assert written["num_episodes_per_level"] == 5 and written["policy"] == "sampled"
+    assert written["config"] == config.to_dict()
+    assert list(written["levels"]) == ["toy/catch"]
+    entry = written["levels"]["toy/catch"]
+    assert len(entry["returns"]) == 5
+    assert all(r in (-1.0, 1.0) for r in entry["returns"])
+    assert entry["episode_frames"] == [11] * 5  # Every catch game lasts 11 one-frame steps.
+    assert entry["mean_return"] == pytest.approx(np.mean(entry["returns"]))
+    assert entry["human_normalized_score"] is None
+    assert written["summary"]["dmlab30"] is None and written["summary"]["atari57"] is None
+    parsed = common.parse_results(written, "catch")  # The report scripts' schema.
+    assert parsed.returns["toy/catch"] == entry["returns"]
+
+    gif = iio.imread(tmp_path / "videos" / "toy_catch.gif", index=None)
+    assert gif.shape[0] == 11  # One frame per agent step of the first game.
+    assert gif.shape[1:3] == toy.FRAME_SHAPE[:2]
+
+    # Several levels in one evaluation (same observation spec and action count).
+    agent, _ = evaluation.restore_agent(config, str(tmp_path))
+    several = evaluation.evaluate(
+        config, agent, ["toy/bandit", "toy/catch"], 3, num_envs=2, progress=None
+    )
+    assert list(several["levels"]) == ["toy/bandit", "toy/catch"]
+    assert several["levels"]["toy/bandit"]["episode_frames"] == [1, 1, 1]
+    assert several["levels"]["toy/catch"]["episode_frames"] == [11, 11, 11]
+    assert several["summary"]["num_levels"] == 2
+
+
+@pytest.mark.timeout(120)
+def test_greedy_plays_the_dominant_action_and_sampled_does_not(tmp_path, no_leaked_children):
+    config = _toy_config("toy/bandit", use_lstm=False)
+    agent = evaluation.build_agent(config)
+    weights = _variable(agent, "policy_logits/w:0")
+    weights.assign(tf.zeros_like(weights))
+    _variable(agent, "policy_logits/b:0").assign([0.0, 0.5, 0.0])  # argmax 1; P(1) = 0.45.
+    _save_run(str(tmp_path), config, agent)
+
+    num_episodes, num_envs, seed = 12, 2, 1
+    # Expected greedy returns: always action 1, paid iff the colour is green (context 1). Slot i is
+    # seeded seed + i and episode j is game j // 2 of slot j % 2 (the documented assignment).
+    contexts = []
+    for i in range(num_envs):
+        bandit = toy.Bandit(seed + i)
+        contexts.append([(bandit.reset(), bandit.context)[1] for _ in range(num_episodes)])
+    expected = [float(contexts[j % num_envs][j // num_envs] == 1) for j in range(num_episodes)]
+
+    runs = {}
+    for policy in ("greedy", "sampled"):
+        runs[policy] = evaluation.run_test_mode(
+            None,
+            str(tmp_path),
+            output=str(tmp_path / f"{policy}.json"),
+            test_num_episodes=num_episodes,
+            policy=policy,
+            num_envs=num_envs,
+            seed=seed,
+            progress=None,
+        )
+        entry = runs[policy]["levels"]["toy/bandit"]
+        assert len(entry["returns"]) == num_episodes
+        assert entry["episode_frames"] == [1] * num_episodes
+        assert runs[policy]["policy"] == policy
+    assert runs["greedy"]["levels"]["toy/bandit"]["returns"] == expected
+    assert runs["sampled"]["levels"]["toy/bandit"]["returns"] != expected
+
+
+@pytest.mark.timeout(180)
+def test_atari_pong_results_have_human_normalized_score(tmp_path, no_leaked_children):
+    config = complete_config(
+        configs.from_preset(
+            "atari",
+            {
+                "env": {"level_name": "atari/pong", "atari_max_episode_frames": 40},
+                "agent": {"agent": "shallow"},
+            },
+        )
+    )
+    _save_run(str(tmp_path), config)
+    results = evaluation.run_test_mode(
+        config, str(tmp_path), test_num_episodes=3, num_envs=2, progress=None
+    )
+    entry = results["levels"]["atari/pong"]
+    assert len(entry["returns"]) == 3
+    # No point is scored within 40 frames; with up to 30 no-op frames first, 3..10 agent steps.
+    assert entry["returns"] == [0.0, 0.0, 0.0]
+    assert all(4 * 3 <= f <= 40 and f % 4 == 0 for f in entry["episode_frames"])
+    # Facts 10: pong random -20.7, human 14.6.
+    assert entry["human_normalized_score"] == pytest.approx(100 * (0.0 + 20.7) / (14.6 + 20.7))
+    written = common.load_results(str(tmp_path / "test_results.json"))
+    assert written.returns["atari/pong"] == [0.0, 0.0, 0.0]
+    assert results["summary"]["atari57"] is None  # One game is not the suite.
+
+
+# --- Suite summaries. --------------------------------------------------------------------------------
+
+
+def test_dmlab30_summary_from_hand_made_returns():
+    # Every level at its human score (100 %), except rooms_watermaze at 300 % and
+    # language_select_described_object at the random score (0 %). Facts 4.3 references:
+    # rooms_watermaze human 54, random 4.065; language_select_described_object random -0.07.
+    returns = {level: [dmlab30.HUMAN_SCORES[level]] * 2 for level in dmlab30.TEST_LEVELS}
+    returns["rooms_watermaze"] = [4.065 + 3 * (54 - 4.065) - 1.0, 4.065 + 3 * (54 - 4.065) + 1.0]
+    returns["language_select_described_object"] = [-0.07]
+    summary = evaluation.summarize(returns)["dmlab30"]
+    assert summary["mean_uncapped_human_normalized_score"] == pytest.approx((28 * 100 + 300) / 30)
+    assert summary["mean_capped_human_normalized_score"] == pytest.approx((28 * 100 + 100) / 30)
+    assert evaluation.human_normalized_score("rooms_watermaze", 54.0) == pytest.approx(100.0)
+    # Training names count for their test names.
+    del returns["rooms_collect_good_objects_test"]
+    assert evaluation.summarize(returns)["dmlab30"] is None  # 29 levels: no suite score.
+    returns["rooms_collect_good_objects_train"] = [10.0]  # Facts 4.3: human 10 on the test level.
+    renamed = evaluation.summarize(returns)["dmlab30"]
+    assert renamed["mean_capped_human_normalized_score"] == pytest.approx((28 * 100 + 100) / 30)
+    lines = evaluation.summary_lines(evaluation.summarize(returns))
+    assert lines[0].startswith("DMLab-30 mean capped human-normalised score: 96.67%")
+
+
+def test_atari57_summary_median_and_mean():
+    games = atari57.GAMES
+    assert len(games) == 57
+    returns = {f"atari/{g}": [atari57.HUMAN_SCORES[g]] for g in games}
+    returns["atari/pong"] = [14.6 + 2 * (14.6 + 20.7)]  # Facts 10: 300 % on pong.
+    summary = evaluation.summarize(returns)["atari57"]
+    assert summary["median_human_normalized_score"] == pytest.approx(100.0)
+    assert summary["mean_human_normalized_score"] == pytest.approx((56 * 100 + 300) / 57)
+    del returns["atari/zaxxon"]
+    assert evaluation.summarize(returns)["atari57"] is None
