@@ -1,0 +1,283 @@
+"""Integration tests of the whole system on loopback: learner + actor processes, real transport.
+
+Every test runs real subprocesses (`python -m impala_tf.experiment`), has a hard timeout and checks
+that no process it started is left behind.
+"""
+
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from impala_tf import launcher
+
+pytestmark = pytest.mark.integration
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RANDOM_CATCH_RETURN = -2.0 / 3.0  # toy/catch under random play (impala_tf.envs.toy).
+
+
+def _env():
+    env = dict(os.environ)
+    env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
+    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    return env
+
+
+def _experiment(*flags):
+    return [sys.executable, "-m", "impala_tf.experiment", *flags]
+
+
+def _start(*flags, log_path=None):
+    out = open(log_path, "wb") if log_path else subprocess.PIPE
+    return subprocess.Popen(
+        _experiment(*flags),
+        cwd=REPO,
+        env=_env(),
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def _kill_tree(process):
+    try:
+        parent = psutil.Process(process.pid)
+        children = parent.children(recursive=True)
+    except psutil.NoSuchProcess:
+        return
+    for p in [parent, *children]:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs([parent, *children], timeout=10)
+
+
+def _descendants_of_session(process):
+    """Processes still alive in the test process's session (started with start_new_session)."""
+    alive = []
+    for p in psutil.process_iter(["pid"]):
+        try:
+            if os.getsid(p.pid) == process.pid and p.pid != process.pid:
+                alive.append(p)
+        except (ProcessLookupError, PermissionError, psutil.NoSuchProcess):
+            continue
+    return alive
+
+
+def _assert_no_leftovers(process, timeout=15.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        alive = [p for p in _descendants_of_session(process) if p.is_running()]
+        alive = [p for p in alive if p.status() != psutil.STATUS_ZOMBIE]
+        if not alive:
+            return
+        time.sleep(0.2)
+    names = [" ".join(p.cmdline()[-3:]) for p in alive]
+    raise AssertionError(f"processes left behind: {names}")
+
+
+def _read(path):
+    with open(path, "rb") as f:
+        return f.read().decode(errors="replace")
+
+
+def _episodes(logdir):
+    with open(os.path.join(logdir, "episodes.csv")) as f:
+        return list(csv.DictReader(f))
+
+
+def _wait_for(predicate, timeout, what):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return
+        time.sleep(0.25)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.mark.learning
+@pytest.mark.timeout(420)
+def test_learns_catch_end_to_end_and_resumes(tmp_path):
+    """Learner + 2 actors (one command) learn toy/catch far beyond random play; a second run with
+    the same logdir resumes from the checkpoint instead of starting over."""
+    logdir = str(tmp_path / "run")
+    first = _start(
+        f"--logdir={logdir}", "--total_environment_frames=16000", log_path=tmp_path / "first.log"
+    )
+    try:
+        assert first.wait(timeout=200) == 0, _read(tmp_path / "first.log")
+    finally:
+        _kill_tree(first)
+    _assert_no_leftovers(first)
+    frames_after_first = int(_episodes(logdir)[-1]["environment_frames"])
+    assert frames_after_first <= 16000 + 8 * 20 * 2
+
+    second = _start(
+        f"--logdir={logdir}", "--total_environment_frames=60000", log_path=tmp_path / "second.log"
+    )
+    try:
+        assert second.wait(timeout=300) == 0, _read(tmp_path / "second.log")
+    finally:
+        _kill_tree(second)
+    _assert_no_leftovers(second)
+    output = _read(tmp_path / "second.log")
+    assert "resumed from" in output, output
+    rows = _episodes(logdir)
+    resumed = [r for r in rows if int(r["environment_frames"]) > frames_after_first]
+    assert int(resumed[0]["environment_frames"]) <= frames_after_first + 8 * 20 * 2, (
+        "the second run restarted its frame counter instead of resuming"
+    )
+    recent = [float(r["episode_return"]) for r in rows[-200:]]
+    mean = sum(recent) / len(recent)
+    assert mean > 0.0 > RANDOM_CATCH_RETURN, f"mean return of the last 200 episodes: {mean}"
+
+
+@pytest.mark.timeout(240)
+def test_killed_actor_is_restarted_and_the_run_completes(tmp_path):
+    logdir = str(tmp_path / "run")
+    run = _start(
+        f"--logdir={logdir}",
+        "--total_environment_frames=12000",
+        "--agent=shallow",
+        log_path=tmp_path / "run.log",
+    )
+    try:
+        actors = []
+
+        def actor_is_running():
+            actors[:] = [
+                p
+                for p in psutil.Process(run.pid).children()
+                if "--job_name=actor" in " ".join(p.cmdline())
+                and "--task=0" in " ".join(p.cmdline())
+            ]
+            path = os.path.join(logdir, "logs", "actor_0.log")
+            return bool(actors) and os.path.exists(path) and "playing" in _read(path)
+
+        _wait_for(actor_is_running, 120, "actor 0 to play")
+        time.sleep(2.0)  # Mid-unroll.
+        actors[0].send_signal(signal.SIGKILL)
+        assert run.wait(timeout=200) == 0, _read(tmp_path / "run.log")
+    finally:
+        _kill_tree(run)
+    output = _read(tmp_path / "run.log")
+    assert "actor 0 exited with status" in output and "restarting" in output, output
+    assert "done:" in output
+    _assert_no_leftovers(run)
+
+
+@pytest.mark.timeout(300)
+def test_learner_restart_resumes_and_actor_reconnects(tmp_path):
+    """Kill -9 the learner of a distributed run; a new learner on the same address resumes from its
+    checkpoint, and the running actor reconnects on its own."""
+    logdir = str(tmp_path / "run")
+    (port,) = launcher.free_ports(1)
+    common = [
+        f"--logdir={logdir}",
+        f"--learner_hosts=localhost:{port}",
+        "--agent=shallow",
+        "--checkpoint_minutes=0.02",
+        "--connect_seconds=120",
+    ]
+    learner = _start(
+        *common,
+        "--job_name=learner",
+        "--task=0",
+        "--total_environment_frames=40000",
+        log_path=tmp_path / "learner1.log",
+    )
+    actor = _start(*common, "--job_name=actor", "--task=0", log_path=tmp_path / "actor.log")
+    learner2 = None
+    try:
+        checkpoints = os.path.join(logdir, "checkpoints")
+        _wait_for(
+            lambda: (
+                os.path.isdir(checkpoints)
+                and any(name.startswith("ckpt-") for name in os.listdir(checkpoints))
+            ),
+            150,
+            "a first checkpoint",
+        )
+        time.sleep(1.0)
+        learner.send_signal(signal.SIGKILL)
+        learner.wait(timeout=10)
+        saved = max(
+            int(name.split("-")[1].split(".")[0])
+            for name in os.listdir(checkpoints)
+            if name.startswith("ckpt-")
+        )
+        # Only the running actor can supply the 3,000 frames the new learner still needs.
+        learner2 = _start(
+            *common,
+            "--job_name=learner",
+            "--task=0",
+            f"--total_environment_frames={saved + 3000}",
+            log_path=tmp_path / "learner2.log",
+        )
+        assert learner2.wait(timeout=150) == 0, _read(tmp_path / "learner2.log")
+        output = _read(tmp_path / "learner2.log")
+        assert f"resumed from {checkpoints}/ckpt-{saved}" in output, output
+        assert actor.wait(timeout=90) == 0, _read(tmp_path / "actor.log")
+    finally:
+        for process in (learner, actor, learner2):
+            if process is not None:
+                _kill_tree(process)
+    for process in (learner, actor, learner2):
+        _assert_no_leftovers(process)
+
+
+@pytest.mark.timeout(60)
+def test_actor_without_learner_fails_with_a_clear_error(tmp_path):
+    (port,) = launcher.free_ports(1)
+    start = time.time()
+    result = subprocess.run(
+        _experiment(
+            f"--logdir={tmp_path}",
+            "--job_name=actor",
+            "--task=0",
+            f"--learner_hosts=localhost:{port}",
+            "--connect_seconds=2",
+        ),
+        cwd=REPO,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=50,
+    )
+    assert result.returncode == 3
+    assert f"learner at localhost:{port} unreachable" in result.stderr
+    assert time.time() - start < 45
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--logdir=/proc/impala_tf_cannot_write_here"], "is not writable"),
+        (["--task=0", "--learner_hosts=nonsense"], "bad cluster specification"),
+        (["--level_name=toy/nope"], "unknown toy task"),
+        (["--preset=nope"], "unknown preset"),
+        (["--level_name=seekavoid_arena_01"], "Cannot import deepmind_lab"),
+    ],
+)
+def test_bad_input_fails_fast_with_a_clear_error(tmp_path, flags, message):
+    if not any(flag.startswith("--logdir") for flag in flags):
+        flags = [*flags, f"--logdir={tmp_path}"]
+    result = subprocess.run(
+        _experiment(*flags),
+        cwd=REPO,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=110,
+    )
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr
