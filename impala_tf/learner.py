@@ -134,9 +134,17 @@ class Learner(tf.Module):
     """Owns the agent's training state: optimiser slots, frame counter, update counter.
 
     `train_step(batch)` takes a batch-major `Trajectory` of tensors `[B, T+1, ...]` and applies one
-    update. The gradient all-reduce across learners or devices is delegated to `gradient_reducer`
-    (identity for one learner): it receives the list of gradients and returns their sum over all
-    learners' batches, so every learner applies the same update.
+    update. With a `tf.distribute` `strategy` (several synchronous learners through
+    `MultiWorkerMirroredStrategy`, or several local devices through `MirroredStrategy`), each replica
+    computes the gradients of the summed loss on its own trajectories (its learner's batch, or its
+    shard of the local batch), the gradients are all-reduced with SUM, and every learner applies the
+    same update to its own copy of the variables: the result equals one learner trained on the
+    concatenation of all batches. Variables are plain (created outside the strategy's scope).
+
+    With `jit_compile=True` the loss and gradient computation (agent re-run, V-trace, losses,
+    backward pass) is compiled with XLA (paper section 3.1, "XLA for parts of the graph"); the
+    instruction strings are tokenised before it (`Agent.tokenize_instructions`) and the level name
+    is dropped, so no string reaches XLA. The optimiser step stays outside.
     """
 
     def __init__(
@@ -144,8 +152,9 @@ class Learner(tf.Module):
         agent: Any,
         config: LearnerConfig,
         num_action_repeats: int,
-        gradient_reducer: Any = None,
+        strategy: tf.distribute.Strategy | None = None,
         name: str = "learner",
+        jit_compile: bool = False,
     ):
         super().__init__(name=name)
         self.agent = agent
@@ -161,8 +170,10 @@ class Learner(tf.Module):
         self.num_skipped_updates = tf.Variable(
             0, dtype=tf.int64, trainable=False, name="num_skipped_updates"
         )
-        self._gradient_reducer = gradient_reducer
+        self._strategy = strategy
         self._built = False
+        self.jit_compile = jit_compile
+        self._xla_gradients = tf.function(self._tokenized_gradients, jit_compile=True)
 
     def build(self, batch: structures.Trajectory) -> None:
         """Creates the agent's and the optimiser's variables (eagerly, before the first step)."""
@@ -196,18 +207,91 @@ class Learner(tf.Module):
         gradients = tape.gradient(loss, variables)
         return gradients, logs
 
+    def _tokenized_gradients(
+        self, batch: structures.Trajectory
+    ) -> tuple[list[tf.Tensor], dict[str, tf.Tensor]]:
+        return self.compute_gradients(batch)
+
     @tf.function
     def train_step(self, batch: structures.Trajectory) -> dict[str, tf.Tensor]:
         """One update on a batch-major batch `[B, T+1, ...]`; returns scalar logs."""
-        gradients, logs = self.compute_gradients(batch)
+        if self._strategy is None:
+            gradients, logs = self._local_gradients(batch)
+            frames = self._frames(batch)
+        else:
+            gradients, logs, frames = self._all_reduced_gradients(batch)
+        return self._apply(gradients, logs, frames)
+
+    def _frames(self, batch: structures.Trajectory) -> tf.Tensor:
+        """B x T x action repeats for a batch-major `[B, T+1, ...]` batch (int64)."""
         batch_size = tf.shape(batch.env_outputs.reward, out_type=tf.int64)[0]
         unroll_length = tf.shape(batch.env_outputs.reward, out_type=tf.int64)[1] - 1
-        frames = batch_size * unroll_length * self.num_action_repeats
-        if self._gradient_reducer is not None:
-            gradients, logs["total_loss"], frames = self._gradient_reducer(
-                gradients, logs["total_loss"], frames
+        return batch_size * unroll_length * self.num_action_repeats
+
+    def _local_gradients(
+        self, batch: structures.Trajectory
+    ) -> tuple[list[tf.Tensor], dict[str, tf.Tensor]]:
+        if self.jit_compile:
+            xla_batch = batch._replace(
+                level_name=(), env_outputs=self.agent.tokenize_instructions(batch.env_outputs)
             )
-        return self._apply(gradients, logs, frames)
+            return self._xla_gradients(xla_batch)
+        return self.compute_gradients(batch)
+
+    def _all_reduced_gradients(
+        self, batch: structures.Trajectory
+    ) -> tuple[list[tf.Tensor], dict[str, tf.Tensor], tf.Tensor]:
+        """Per-replica gradients, summed over every replica of every learner."""
+        strategy = self._strategy
+        local_replicas = len(strategy.extended.worker_devices)
+
+        def replica_fn(local_batch: structures.Trajectory):
+            gradients, logs = self._local_gradients(local_batch)
+            context = tf.distribute.get_replica_context()
+            gradients = context.all_reduce(tf.distribute.ReduceOp.SUM, gradients)
+            logs = dict(logs)
+            # The summed loss decides the NaN check, so every learner skips or applies together.
+            logs["total_loss"] = context.all_reduce(tf.distribute.ReduceOp.SUM, logs["total_loss"])
+            frames = self._frames(local_batch) * strategy.num_replicas_in_sync
+            return gradients, logs, frames
+
+        if local_replicas > 1:
+
+            def shard(context: tf.distribute.InputContext) -> structures.Trajectory:
+                index = context.replica_id_in_sync_group % local_replicas
+                return tf.nest.map_structure(
+                    lambda x: tf.split(x, local_replicas, axis=0)[index], batch
+                )
+
+            inputs = strategy.experimental_distribute_values_from_function(shard)
+        else:
+            inputs = batch
+        results = strategy.run(replica_fn, args=(inputs,))
+        return tf.nest.map_structure(
+            lambda value: strategy.experimental_local_results(value)[0], results
+        )
+
+    def broadcast_state(self) -> None:
+        """Copies the chief's (replica 0's) variables to every learner: same start, same resume."""
+        if self._strategy is None:
+            return
+        strategy = self._strategy
+        variables = list(self.variables)
+
+        @tf.function
+        def broadcast():
+            def replica_fn():
+                context = tf.distribute.get_replica_context()
+                keep = tf.cast(tf.equal(context.replica_id_in_sync_group, 0), tf.float64)
+                values = [tf.cast(v, tf.float64) * keep for v in variables]
+                return context.all_reduce(tf.distribute.ReduceOp.SUM, values)
+
+            summed = strategy.run(replica_fn)
+            for variable, value in zip(variables, summed, strict=True):
+                local = strategy.experimental_local_results(value)[0]
+                variable.assign(tf.cast(local, variable.dtype))
+
+        broadcast()
 
     def _apply(
         self, gradients: list[tf.Tensor], logs: dict[str, tf.Tensor], frames: tf.Tensor

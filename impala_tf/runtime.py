@@ -100,6 +100,17 @@ def _to_tensors(batch: Any) -> Any:
 # Learner process.
 
 
+def _learner_strategy(cluster: transport.ClusterConfig, task: int) -> tf.distribute.Strategy | None:
+    """MultiWorkerMirroredStrategy over the learners, MirroredStrategy over several local
+    devices, or None (plain single-device training). Created before any other TF op runs."""
+    if cluster.num_learners > 1 and not cluster.collective_hosts:
+        raise ValueError("several learners need --collective_hosts (one host:port per learner)")
+    strategy = transport.learner_strategy(cluster.num_learners, task, cluster.collective_hosts)
+    if strategy is tf.distribute.get_strategy():
+        return None
+    return strategy
+
+
 class _Prefetcher:
     """Dequeues the next batch in a background thread while the current one trains (one deep)."""
 
@@ -230,6 +241,7 @@ def run_learner(
     if is_chief:
         write_config(logdir, config)
     stop = _StopFlag()
+    strategy = _learner_strategy(cluster, task)
     tf.random.set_seed(config.runtime.seed)
     lc = config.learner
     repeats = num_action_repeats(config)
@@ -237,10 +249,7 @@ def run_learner(
     agent = build_agent(config)
     specs = trajectory_specs(config, agent)
 
-    reducer = None
-    if cluster.num_learners > 1:
-        reducer = transport.gradient_all_reducer(cluster, task)
-    learner = learner_lib.Learner(agent, lc, repeats, gradient_reducer=reducer)
+    learner = learner_lib.Learner(agent, lc, repeats, strategy=strategy)
     learner.build(_to_tensors(_zeros_batch(specs, 1)))
     checkpoint = tf.train.Checkpoint(agent=agent, learner=learner)
     manager = tf.train.CheckpointManager(
@@ -253,8 +262,7 @@ def run_learner(
             f"{int(learner.num_environment_frames.numpy()):,} frames",
             flush=True,
         )
-    if reducer is not None:
-        transport.broadcast_variables(reducer, agent.trainable_variables)
+    learner.broadcast_state()  # Several learners: all start from the chief's (restored) state.
 
     server = transport.start_learner_server(cluster, task)
     trajectory_queue = transport.TrajectoryQueue(
@@ -358,6 +366,8 @@ def run_learner(
             episode_log.close()
         if summaries is not None:
             summaries.flush()
+    checksum = sum(float(np.sum(np.abs(v.numpy()), dtype=np.float64)) for v in agent.variables)
+    print(f"[learner {task}] weights checksum: {checksum:.10e}", flush=True)
     mean = stats.get("recent_mean_return", math.nan)
     print(
         f"[learner {task}] done: {int(stats.get('environment_frames', frames)):,} frames, "

@@ -168,3 +168,82 @@ def test_non_finite_loss_skips_the_update(agent_and_batch):
     assert int(learner.num_skipped_updates.numpy()) == 1
     for old, new in zip(before, agent.trainable_variables, strict=True):
         np.testing.assert_array_equal(old, new.numpy())
+
+
+_STRATEGY_SCRIPT = r"""
+import sys
+import numpy as np
+import tensorflow as tf
+import tree
+
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(
+    cpu, [tf.config.LogicalDeviceConfiguration(), tf.config.LogicalDeviceConfiguration()]
+)
+from impala_tf import learner as learner_lib
+from impala_tf import networks, structures
+from impala_tf.configs import LearnerConfig
+
+def random_batch(rng, batch_size, unroll_length, num_actions, state_spec):
+    specs = structures.trajectory_specs(
+        structures.observation_specs((24, 24, 3)), num_actions, unroll_length, state_spec
+    )
+    def fill(spec):
+        shape = (batch_size,) + tuple(spec.shape)
+        if spec.dtype == np.uint8:
+            return rng.integers(0, 256, shape, dtype=np.uint8)
+        if spec.dtype == np.int32:
+            return rng.integers(0, num_actions, shape).astype(np.int32)
+        if spec.dtype == np.bool_:
+            return rng.random(shape) < 0.1
+        if spec.dtype == np.object_:
+            return np.full(shape, b"", dtype=object)
+        return rng.normal(size=shape).astype(spec.dtype)
+    return tree.map_structure(fill, specs)
+
+def train(strategy):
+    tf.random.set_seed(3)
+    agent = networks.make_agent("shallow", 3, use_lstm=True, use_instruction=False)
+    config = LearnerConfig(batch_size=4, unroll_length=5, learning_rate=1e-2,
+                           total_environment_frames=10**6)
+    learner = learner_lib.Learner(agent, config, num_action_repeats=4, strategy=strategy)
+    rng = np.random.default_rng(0)
+    batches = [random_batch(rng, 4, 5, 3, agent.state_spec()) for _ in range(2)]
+    learner.build(tree.map_structure(tf.convert_to_tensor, batches[0]))
+    learner.broadcast_state()
+    for batch in batches:
+        logs = learner.train_step(tree.map_structure(tf.convert_to_tensor, batch))
+    return [v.numpy() for v in agent.trainable_variables], learner
+
+devices = [d.name for d in tf.config.list_logical_devices("CPU")]
+assert len(devices) == 2, devices
+single, single_learner = train(None)
+mirrored, mirrored_learner = train(tf.distribute.MirroredStrategy(devices))
+assert int(mirrored_learner.num_environment_frames.numpy()) == 2 * 4 * 5 * 4
+for a, b in zip(single, mirrored, strict=True):
+    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+moved = max(float(np.abs(a).max()) for a in single)
+print("OK", moved)
+"""
+
+
+@pytest.mark.timeout(180)
+def test_mirrored_strategy_over_two_devices_equals_one_device(tmp_path):
+    """Two replicas on shards of the batch, gradients all-reduced: same weights as one device."""
+    import os
+    import subprocess
+    import sys
+
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    script = tmp_path / "strategy.py"
+    script.write_text(_STRATEGY_SCRIPT)
+    result = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=repo,
+        env={**os.environ, "PYTHONPATH": repo, "TF_CPP_MIN_LOG_LEVEL": "2"},
+        capture_output=True,
+        text=True,
+        timeout=170,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "OK" in result.stdout

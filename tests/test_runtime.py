@@ -281,3 +281,37 @@ def test_bad_input_fails_fast_with_a_clear_error(tmp_path, flags, message):
     )
     assert result.returncode == 2, result.stderr
     assert message in result.stderr
+
+
+@pytest.mark.timeout(300)
+def test_two_synchronous_learners_end_with_identical_weights(tmp_path):
+    """Two learner processes (one queue each, actors round robin) all-reduce their gradients: after
+    the run both hold the same weights, and both counted every learner's frames."""
+    logdir = str(tmp_path / "run")
+    run = _start(
+        f"--logdir={logdir}",
+        "--num_learners=2",
+        "--num_actors=2",
+        "--agent=shallow",
+        "--total_environment_frames=4000",
+        log_path=tmp_path / "run.log",
+    )
+    try:
+        assert run.wait(timeout=280) == 0, _read(tmp_path / "run.log")
+    finally:
+        _kill_tree(run)
+    _assert_no_leftovers(run)
+
+    def last(text, prefix):
+        lines = [line for line in text.splitlines() if line.startswith(prefix)]
+        assert lines, text
+        return lines[-1].split(prefix, 1)[1].strip()
+
+    chief = _read(tmp_path / "run.log")
+    other = _read(os.path.join(logdir, "logs", "learner_1.log"))
+    assert last(chief, "[learner 0] weights checksum:") == last(
+        other, "[learner 1] weights checksum:"
+    )
+    # Each update counts B x T x repeats frames of *both* learners' batches (8 x 20 x 1 x 2).
+    frames = int(last(chief, "[learner 0] done:").split()[0].replace(",", ""))
+    assert frames % (8 * 20 * 2) == 0 and frames >= 4000
