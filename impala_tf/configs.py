@@ -133,7 +133,7 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
             "entropy_cost": 0.01,
             "learning_rate": 0.001,
             "epsilon": 0.01,
-            "total_environment_frames": 2_000_000,
+            "total_environment_frames": 300_000,
         },
         "runtime": {"num_actors": 2, "envs_per_actor": 4},
     },

@@ -67,6 +67,7 @@ flags.DEFINE_float("clip_pg_rho_threshold", 1.0, "Policy-gradient rho-bar; <= 0 
 flags.DEFINE_float("vtrace_lambda", 1.0, "V-trace lambda (Remark 2); the paper uses 1.")
 flags.DEFINE_bool("atari_full_action_set", False, "Full 18 Atari actions (multi-task).")
 flags.DEFINE_float("checkpoint_minutes", 10.0, "Minutes between checkpoints (and one at exit).")
+flags.DEFINE_float("summary_seconds", 30.0, "Seconds between TensorBoard summaries.")
 flags.DEFINE_string("learner_hosts", "", "Comma-separated host:port of the learner tasks.")
 flags.DEFINE_string("actor_hosts", "", "Comma-separated host:port of the actor tasks (optional).")
 flags.DEFINE_string(
@@ -120,6 +121,7 @@ _FLAG_FIELDS: dict[str, tuple[str, str]] = {
     "logdir": ("runtime", "logdir"),
     "seed": ("runtime", "seed"),
     "checkpoint_minutes": ("runtime", "checkpoint_minutes"),
+    "summary_seconds": ("runtime", "summary_seconds"),
 }
 
 
