@@ -15,6 +15,8 @@ import os
 import time
 from collections.abc import Iterable
 
+import tensorflow as tf
+
 from impala_tf.structures import EpisodeRecord
 
 EPISODES_CSV_FIELDS = (
@@ -151,3 +153,55 @@ def format_duration(seconds: float) -> str:
     if hours:
         return f"{hours}h{minutes:02d}m"
     return f"{minutes}m{seconds:02d}s"
+
+
+class Summaries:
+    """TensorBoard scalars against environment frames (task 0 only)."""
+
+    def __init__(self, logdir: str, level_name: str):
+        self._writer = tf.summary.create_file_writer(logdir)
+        self._level_name = level_name
+
+    def scalars(self, frames: int, values: dict[str, float]) -> None:
+        with self._writer.as_default(step=frames):
+            for name, value in values.items():
+                tf.summary.scalar(name, float(value))
+
+    def episodes(self, frames: int, episodes: list[EpisodeRecord], repeats: int) -> None:
+        with self._writer.as_default(step=frames):
+            for episode in episodes:
+                tf.summary.scalar(f"{episode.level_name}/episode_return", episode.episode_return)
+                tf.summary.scalar(
+                    f"{episode.level_name}/episode_frames", episode.episode_step * repeats
+                )
+
+    def suite_scores(self, frames: int, recent: RecentReturns) -> None:
+        """DMLab-30 capped/uncapped and Atari-57 median scores once every level has episodes."""
+        per_level = recent.per_level()
+        values = {}
+        if self._level_name == "dmlab30":
+            import dmlab30
+
+            if all(level in per_level for level in dmlab30.TRAINING_LEVELS):
+                returns = {level: per_level[level] for level in dmlab30.TRAINING_LEVELS}
+                values["dmlab30/training_no_cap"] = dmlab30.compute_human_normalized_score(returns)
+                values["dmlab30/training_cap_100"] = dmlab30.compute_human_normalized_score(
+                    returns, per_level_cap=100
+                )
+        elif self._level_name == "atari57":
+            from impala_tf import atari57
+
+            names = atari57.level_names()
+            if all(level in per_level for level in names):
+                returns = {level: per_level[level] for level in names}
+                values["atari57/median_human_normalized"] = atari57.median_human_normalized_score(
+                    returns
+                )
+                values["atari57/mean_human_normalized"] = atari57.mean_human_normalized_score(
+                    returns
+                )
+        if values:
+            self.scalars(frames, values)
+
+    def flush(self) -> None:
+        self._writer.flush()

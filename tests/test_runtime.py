@@ -121,7 +121,10 @@ def test_learns_catch_end_to_end_and_resumes(tmp_path):
     assert frames_after_first <= 16000 + 8 * 20 * 2
 
     second = _start(
-        f"--logdir={logdir}", "--total_environment_frames=60000", log_path=tmp_path / "second.log"
+        f"--logdir={logdir}",
+        "--total_environment_frames=60000",
+        "--summary_seconds=2",
+        log_path=tmp_path / "second.log",
     )
     try:
         assert second.wait(timeout=300) == 0, _read(tmp_path / "second.log")
@@ -138,6 +141,28 @@ def test_learns_catch_end_to_end_and_resumes(tmp_path):
     recent = [float(r["episode_return"]) for r in rows[-200:]]
     mean = sum(recent) / len(recent)
     assert mean > 0.0 > RANDOM_CATCH_RETURN, f"mean return of the last 200 episodes: {mean}"
+    tags = _summary_tags(logdir)
+    for tag in (
+        "total_loss",
+        "learning_rate",
+        "environment_frames_per_second",
+        "queue_size",
+        "policy_lag_updates",
+        "toy/catch/episode_return",
+    ):
+        assert tag in tags, sorted(tags)
+
+
+def _summary_tags(logdir):
+    import glob
+
+    import tensorflow as tf
+
+    tags = set()
+    for path in glob.glob(os.path.join(logdir, "events.out.tfevents.*")):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            tags.update(value.tag for value in event.summary.value)
+    return tags
 
 
 @pytest.mark.timeout(240)

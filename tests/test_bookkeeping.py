@@ -1,0 +1,105 @@
+"""Episode log, progress line, log directory checks and TensorBoard summaries."""
+
+import glob
+import math
+
+import pytest
+import tensorflow as tf
+
+import dmlab30
+from impala_tf import atari57, bookkeeping
+from impala_tf.structures import EpisodeRecord
+
+
+def read_scalars(logdir):
+    values = {}
+    for path in glob.glob(f"{logdir}/events.out.tfevents.*"):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            for value in event.summary.value:
+                number = (
+                    tf.make_ndarray(value.tensor)
+                    if value.HasField("tensor")
+                    else value.simple_value
+                )
+                values.setdefault(value.tag, []).append((event.step, float(number)))
+    return values
+
+
+def test_episode_log_appends_across_restarts(tmp_path):
+    log = bookkeeping.EpisodeLog(str(tmp_path), num_action_repeats=4)
+    log.write(1000, [EpisodeRecord("toy/catch", 1.0, 11, 0)])
+    log.close()
+    log = bookkeeping.EpisodeLog(str(tmp_path), num_action_repeats=4)
+    log.write(2000, [EpisodeRecord("atari/pong", -21.0, 800, 3)])
+    log.close()
+    rows = bookkeeping.read_episodes(str(tmp_path / "episodes.csv"))
+    assert [(r["environment_frames"], r["level_name"], r["episode_return"]) for r in rows] == [
+        (1000, "toy/catch", 1.0),
+        (2000, "atari/pong", -21.0),
+    ]
+    assert [r["episode_frames"] for r in rows] == [44, 3200]  # steps x action repeats
+    header = (tmp_path / "episodes.csv").read_text().splitlines()[0]
+    assert header == ",".join(bookkeeping.EPISODES_CSV_FIELDS)
+
+
+def test_unwritable_logdir_is_refused(tmp_path):
+    with pytest.raises(bookkeeping.LogdirError, match="not writable"):
+        bookkeeping.ensure_writable_logdir("/proc/impala_tf_no")
+    assert bookkeeping.ensure_writable_logdir(str(tmp_path / "new")) == str(tmp_path / "new")
+
+
+def test_progress_line_reports_rate_and_eta():
+    progress = bookkeeping.Progress(total_frames=1000, start_frames=0)
+    progress._last_time -= 10.0  # 10 s ago.
+    line = progress.line(500, 0.25)
+    assert "frames 500/1,000 (50.0%)" in line
+    assert "50 frames/s" in line and "ETA 0m10s" in line
+    assert "recent mean return 0.25" in line
+    assert "n/a" in bookkeeping.Progress(10).line(0, math.nan)
+
+
+def test_recent_returns_window():
+    recent = bookkeeping.RecentReturns(window=2)
+    recent.add([EpisodeRecord("a", r, 1, 0) for r in (1.0, 2.0, 3.0)])
+    assert recent.per_level() == {"a": [2.0, 3.0]}
+    assert recent.mean() == 2.5
+
+
+def test_summaries_write_episodes_and_the_dmlab30_training_scores(tmp_path):
+    summaries = bookkeeping.Summaries(str(tmp_path), "dmlab30")
+    recent = bookkeeping.RecentReturns()
+    # Every training level at its human score, except one at twice it: uncapped mean is higher.
+    for level in dmlab30.TRAINING_LEVELS:
+        human = dmlab30.HUMAN_SCORES[dmlab30.LEVEL_MAPPING[level]]
+        recent.add([EpisodeRecord(level, human, 10, 0)])
+    first = dmlab30.TRAINING_LEVELS[0]
+    random = dmlab30.RANDOM_SCORES[dmlab30.LEVEL_MAPPING[first]]
+    human = dmlab30.HUMAN_SCORES[dmlab30.LEVEL_MAPPING[first]]
+    recent.add([EpisodeRecord(first, human + (human - random) * 2, 10, 0)] * 99)
+    summaries.episodes(12800, [EpisodeRecord("rooms_watermaze", 5.0, 100, 0)], repeats=4)
+    summaries.suite_scores(12800, recent)
+    summaries.flush()
+    scalars = read_scalars(tmp_path)
+    assert scalars["rooms_watermaze/episode_return"] == [(12800, 5.0)]
+    assert scalars["rooms_watermaze/episode_frames"] == [(12800, 400.0)]
+    capped = scalars["dmlab30/training_cap_100"][0][1]
+    uncapped = scalars["dmlab30/training_no_cap"][0][1]
+    assert capped == pytest.approx(100.0, abs=1e-3)
+    # One level's mean: (1 x 100% + 99 x 300%) / 100 = 298%; the other 29 at 100%.
+    assert uncapped == pytest.approx((29 * 100.0 + 298.0) / 30, abs=1e-2)
+
+
+def test_summaries_write_the_atari57_median_only_when_every_game_has_episodes(tmp_path):
+    summaries = bookkeeping.Summaries(str(tmp_path), "atari57")
+    recent = bookkeeping.RecentReturns()
+    names = atari57.level_names()
+    for name in names[:-1]:
+        recent.add([EpisodeRecord(name, atari57.HUMAN_SCORES[atari57.game_name(name)], 1, 0)])
+    summaries.suite_scores(100, recent)
+    last = names[-1]
+    recent.add([EpisodeRecord(last, atari57.HUMAN_SCORES[atari57.game_name(last)], 1, 0)])
+    summaries.suite_scores(200, recent)
+    summaries.flush()
+    scalars = read_scalars(tmp_path)
+    assert [step for step, _ in scalars["atari57/median_human_normalized"]] == [200]
+    assert scalars["atari57/median_human_normalized"][0][1] == pytest.approx(100.0, abs=1e-3)
