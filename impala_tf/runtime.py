@@ -20,6 +20,7 @@ import math
 import os
 import queue as queue_lib
 import signal
+import sys
 import threading
 import time
 from typing import Any
@@ -166,6 +167,21 @@ class _StopFlag:
         self.event.set()
 
 
+def save_checkpoint(manager: tf.train.CheckpointManager, frames: int, prefix: str) -> str | None:
+    """Saves a checkpoint named by the frame count; on failure (e.g. a full disk) says so and
+    returns None, so training goes on and the previous checkpoints stay intact."""
+    try:
+        return manager.save(checkpoint_number=frames)
+    except (OSError, tf.errors.OpError) as error:
+        print(
+            f"{prefix} error: checkpoint at {frames:,} frames failed ({error}); the previous "
+            f"checkpoint {manager.latest_checkpoint} is kept and training goes on",
+            file=sys.stderr,
+            flush=True,
+        )
+        return None
+
+
 def write_config(logdir: str, config: configs.Config) -> None:
     path = os.path.join(logdir, "config.json")
     with open(path + ".tmp", "w") as f:
@@ -294,7 +310,7 @@ def run_learner(
                 print(f"[learner {task}] " + progress.line(frames, recent.mean()), flush=True)
                 last_log = now
             if is_chief and now - last_checkpoint >= 60 * config.runtime.checkpoint_minutes:
-                manager.save(checkpoint_number=frames)
+                save_checkpoint(manager, frames, f"[learner {task}]")
                 last_checkpoint = now
         stats = {
             "environment_frames": float(frames),
@@ -304,8 +320,10 @@ def run_learner(
     finally:
         prefetcher.stop()
         if is_chief:
-            path = manager.save(checkpoint_number=int(learner.num_environment_frames.numpy()))
-            print(f"[learner {task}] checkpoint saved: {path}", flush=True)
+            frames = int(learner.num_environment_frames.numpy())
+            path = save_checkpoint(manager, frames, f"[learner {task}]")
+            if path:
+                print(f"[learner {task}] checkpoint saved: {path}", flush=True)
         try:
             trajectory_queue.close()
         except Exception:  # Best effort: actors also notice the learner going away.
