@@ -135,3 +135,19 @@ class ProbeFactory:
 
     def __call__(self) -> Environment:
         return ModuleProbe(self.inner(), self.module_names)
+
+
+class InProcessBatch:
+    """E `StepStream`s stepped in this process, stacked like `BatchedEnvironment`'s outputs."""
+
+    def __init__(self, envs: list[Environment]):
+        from impala_tf.envs.base import StepStream
+
+        self._streams = [StepStream(env) for env in envs]
+        self.num_actions = envs[0].num_actions
+
+    def initial(self) -> structures.StepOutput:
+        return structures.stack([s.initial() for s in self._streams])
+
+    def step(self, actions) -> structures.StepOutput:
+        return structures.stack([s.step(a) for s, a in zip(self._streams, actions, strict=True)])

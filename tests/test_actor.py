@@ -3,24 +3,12 @@
 import numpy as np
 import tensorflow as tf
 import tree
+from env_fixtures import InProcessBatch
 
 from impala_tf import actor as actor_lib
 from impala_tf import networks, structures
 from impala_tf.configs import EnvConfig
 from impala_tf.envs import toy
-from impala_tf.envs.base import StepStream
-
-
-class InProcessBatch:
-    def __init__(self, envs):
-        self._streams = [StepStream(env) for env in envs]
-        self.num_actions = envs[0].num_actions
-
-    def initial(self):
-        return structures.stack([s.initial() for s in self._streams])
-
-    def step(self, actions):
-        return structures.stack([s.step(a) for s, a in zip(self._streams, actions, strict=True)])
 
 
 def make_actor(unroll_length=6, num_envs=2):

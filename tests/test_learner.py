@@ -4,12 +4,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tree
+from env_fixtures import InProcessBatch
 
 from impala_tf import actor as actor_lib
 from impala_tf import learner as learner_lib
 from impala_tf import networks, structures
 from impala_tf.configs import LearnerConfig
-from impala_tf.envs.base import Environment, StepStream
+from impala_tf.envs.base import Environment
 
 FRAME_SHAPE = (24, 24, 3)
 NUM_ACTIONS = 4
@@ -39,20 +40,6 @@ class RewardIsActionEnv(Environment):
     def step(self, action):
         self._t += 1
         return float(action), self._t >= EPISODE_LENGTH, self._observation()
-
-
-class InProcessBatch:
-    """E step streams stepped in this process, stacked like the worker proxy's outputs."""
-
-    def __init__(self, envs):
-        self._streams = [StepStream(env) for env in envs]
-        self.num_actions = envs[0].num_actions
-
-    def initial(self):
-        return structures.stack([s.initial() for s in self._streams])
-
-    def step(self, actions):
-        return structures.stack([s.step(a) for s, a in zip(self._streams, actions, strict=True)])
 
 
 def make_agent(use_lstm=True):
