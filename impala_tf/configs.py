@@ -111,6 +111,11 @@ def validate(config: Config) -> Config:
     for name, value in positive.items():
         if value <= 0:
             raise ValueError(f"{name} must be positive, got {value}")
+    if config.runtime.num_actors < config.runtime.num_learners:
+        raise ValueError(
+            f"num_actors={config.runtime.num_actors} < num_learners="
+            f"{config.runtime.num_learners}: every learner needs at least one actor"
+        )
     if not 0.0 <= lc.discounting <= 1.0:
         raise ValueError(f"discounting must be in [0, 1], got {lc.discounting}")
     if lc.learning_rate < 0 or lc.epsilon <= 0 or not 0.0 <= lc.decay < 1.0:
