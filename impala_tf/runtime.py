@@ -266,13 +266,7 @@ def run_learner(
                     f"(loss={logs['total_loss']}); update skipped",
                     flush=True,
                 )
-            episodes = [
-                e
-                for i in range(lc.batch_size)
-                for e in structures.finished_episodes(
-                    tree.map_structure(lambda x, i=i: x[i], batch)
-                )
-            ]
+            episodes = structures.finished_episodes(batch)
             recent.add(episodes)
             policy_lag = float(np.mean(version_before - batch.params_version))
             if episode_log is not None:

@@ -262,18 +262,26 @@ EpisodeRecord = collections.namedtuple(
 EpisodeRecord.__doc__ = """One finished episode, as extracted from a trajectory's `done` steps."""
 
 
-def finished_episodes(trajectory: Trajectory) -> list[EpisodeRecord]:
-    """The games that ended inside a trajectory (numpy, single unbatched trajectory).
+def finished_episodes(trajectories: Trajectory) -> list[EpisodeRecord]:
+    """The games that ended inside a batch of trajectories `[B, T+1, ...]` (numpy).
 
-    Index 0 overlaps the previous unroll and is skipped, so each game is counted exactly once.
+    Index 0 of each trajectory overlaps the previous unroll and is skipped, so each game is counted
+    exactly once. A single unbatched trajectory `[T+1, ...]` is accepted too.
     """
-    done = np.asarray(trajectory.env_outputs.info.game_over)[1:]
-    returns = np.asarray(trajectory.env_outputs.info.episode_return)[1:]
-    steps = np.asarray(trajectory.env_outputs.info.episode_step)[1:]
-    level = trajectory.level_name
-    level = level.decode() if isinstance(level, bytes) else str(level)
-    actor_id = int(np.asarray(trajectory.actor_id))
-    return [
-        EpisodeRecord(level, float(returns[i]), int(steps[i]), actor_id)
-        for i in np.flatnonzero(done)
-    ]
+    game_over = np.asarray(trajectories.env_outputs.info.game_over)
+    if game_over.ndim == 1:
+        trajectories = tree.map_structure(lambda x: np.asarray(x)[None], trajectories)
+        game_over = game_over[None]
+    info = trajectories.env_outputs.info
+    returns = np.asarray(info.episode_return)
+    steps = np.asarray(info.episode_step)
+    levels = np.asarray(trajectories.level_name).reshape(-1)
+    actor_ids = np.asarray(trajectories.actor_id).reshape(-1)
+    records = []
+    for b, t in zip(*np.nonzero(game_over[:, 1:]), strict=True):
+        level = levels[b]
+        level = level.decode() if isinstance(level, bytes) else str(level)
+        records.append(
+            EpisodeRecord(level, float(returns[b, t + 1]), int(steps[b, t + 1]), int(actor_ids[b]))
+        )
+    return records

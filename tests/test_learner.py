@@ -234,3 +234,16 @@ def test_mirrored_strategy_over_two_devices_equals_one_device(tmp_path):
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "OK" in result.stdout
+
+
+def test_finished_episodes_counts_each_game_once(agent_and_batch):
+    """Episodes end every 7 steps; the batch's second unroll covers run steps 11..20 (14 ends)."""
+    _, batch = agent_and_batch
+    episodes = structures.finished_episodes(batch)
+    assert len(episodes) == 3  # One per environment: the game ending at run step 14.
+    assert all(e.episode_step == EPISODE_LENGTH for e in episodes)
+    # Reward equals the action, so the return is the sum of the game's actions (0..3 each).
+    assert all(0 <= e.episode_return <= 3 * EPISODE_LENGTH for e in episodes)
+    assert {e.level_name for e in episodes} == {"fake"}
+    single = tree.map_structure(lambda x: x[0], batch)
+    assert structures.finished_episodes(single) == episodes[:1]
