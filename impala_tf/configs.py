@@ -75,6 +75,7 @@ class RuntimeConfig:
     seed: int = 1
     checkpoint_minutes: float = 10.0  # The release saved every 600 s.
     summary_seconds: float = 30.0
+    actor_jit_compile: bool = False  # XLA for the actors' inference step (10-25% faster on CPU).
 
 
 @dataclasses.dataclass(frozen=True)

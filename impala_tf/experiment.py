@@ -68,6 +68,7 @@ flags.DEFINE_float("vtrace_lambda", 1.0, "V-trace lambda (Remark 2); the paper u
 flags.DEFINE_bool("atari_full_action_set", False, "Full 18 Atari actions (multi-task).")
 flags.DEFINE_float("checkpoint_minutes", 10.0, "Minutes between checkpoints (and one at exit).")
 flags.DEFINE_float("summary_seconds", 30.0, "Seconds between TensorBoard summaries.")
+flags.DEFINE_bool("actor_jit_compile", False, "Compile the actors' inference step with XLA.")
 flags.DEFINE_string("learner_hosts", "", "Comma-separated host:port of the learner tasks.")
 flags.DEFINE_string("actor_hosts", "", "Comma-separated host:port of the actor tasks (optional).")
 flags.DEFINE_string(
@@ -122,6 +123,7 @@ _FLAG_FIELDS: dict[str, tuple[str, str]] = {
     "seed": ("runtime", "seed"),
     "checkpoint_minutes": ("runtime", "checkpoint_minutes"),
     "summary_seconds": ("runtime", "summary_seconds"),
+    "actor_jit_compile": ("runtime", "actor_jit_compile"),
 }
 
 

@@ -112,7 +112,7 @@ def _learner_strategy(cluster: transport.ClusterConfig, task: int) -> tf.distrib
     return strategy
 
 
-class _Prefetcher:
+class Prefetcher:
     """Dequeues the next batch in a background thread while the current one trains (one deep)."""
 
     def __init__(self, trajectory_queue: transport.TrajectoryQueue, batch_size: int):
@@ -165,6 +165,26 @@ class _StopFlag:
     def _handle(self, signum, _frame) -> None:
         _LOG.warning("signal %d: stopping after the current update", signum)
         self.event.set()
+
+
+def update_and_publish(
+    learner: learner_lib.Learner,
+    store: transport.ParameterStore,
+    batch: structures.Trajectory,
+    tensors: structures.Trajectory,
+) -> tuple[dict[str, Any], list[structures.EpisodeRecord], float]:
+    """One learner update on a dequeued batch, then the new weights published to the actors.
+
+    Returns:
+      `(logs, episodes, policy_lag)`: the update's scalar logs (numpy), the games that ended in the
+      batch, and the mean policy lag in updates (learner updates since each trajectory's weights).
+    """
+    version_before = int(learner.num_updates.numpy())
+    logs = {name: value.numpy() for name, value in learner.train_step(tensors).items()}
+    store.publish(learner.agent.trainable_variables, int(learner.num_updates.numpy()))
+    episodes = structures.finished_episodes(batch)
+    policy_lag = float(np.mean(version_before - np.asarray(batch.params_version)))
+    return logs, episodes, policy_lag
 
 
 def save_checkpoint(manager: tf.train.CheckpointManager, frames: int, prefix: str) -> str | None:
@@ -242,7 +262,7 @@ def run_learner(
     recent = bookkeeping.RecentReturns()
     total_frames = lc.total_environment_frames
     progress = bookkeeping.Progress(total_frames, int(learner.num_environment_frames.numpy()))
-    prefetcher = _Prefetcher(trajectory_queue, lc.batch_size)
+    prefetcher = Prefetcher(trajectory_queue, lc.batch_size)
     last_log = last_summary = time.time()
     last_checkpoint = time.time()
     frames = int(learner.num_environment_frames.numpy())
@@ -254,21 +274,15 @@ def run_learner(
             if item is None:
                 continue
             batch, tensors, _ = item
-            version_before = int(learner.num_updates.numpy())
-            logs = learner.train_step(tensors)
-            logs = {k: v.numpy() for k, v in logs.items()}
+            logs, episodes, policy_lag = update_and_publish(learner, store, batch, tensors)
             frames = int(logs["num_environment_frames"])
-            version = int(learner.num_updates.numpy())
-            store.publish(agent.trainable_variables, version)
             if not logs["update_applied"]:
                 print(
                     f"[learner {task}] non-finite loss or gradient "
                     f"(loss={logs['total_loss']}); update skipped",
                     flush=True,
                 )
-            episodes = structures.finished_episodes(batch)
             recent.add(episodes)
-            policy_lag = float(np.mean(version_before - batch.params_version))
             if episode_log is not None:
                 episode_log.write(frames, episodes)
             if summaries is not None:
@@ -384,7 +398,14 @@ def run_actor(
     variables = agent.trainable_variables
     params.wait_for_parameters(connect_seconds)
     with workers.BatchedEnvironment(factories) as env:
-        actor = Actor(agent, env, config.learner.unroll_length, levels, actor_index)
+        actor = Actor(
+            agent,
+            env,
+            config.learner.unroll_length,
+            levels,
+            actor_index,
+            jit_compile=config.runtime.actor_jit_compile,
+        )
         print(f"[actor {actor_index}] playing {sorted(set(levels))} for {target}", flush=True)
         try:
             while True:
