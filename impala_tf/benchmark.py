@@ -497,7 +497,7 @@ def _child_main(spec: dict[str, Any]) -> int:
     import tensorflow as tf
 
     threads = spec.get("tf_threads")
-    if threads:
+    if threads and spec["role"] == "producer":
         tf.config.threading.set_intra_op_parallelism_threads(threads)
         tf.config.threading.set_inter_op_parallelism_threads(threads)
     from impala_tf import transport
@@ -525,7 +525,10 @@ def _child_main(spec: dict[str, Any]) -> int:
 
     if spec.get("fake_dmlab"):
         sys.path.insert(0, FAKE_DMLAB_PATH)
-    config = configs.from_preset(spec["preset"], spec["overrides"])
+    overrides = dict(spec["overrides"])
+    # The actor limits its own TF threads (`actor_tf_threads`); 0 here means TF's default.
+    overrides["runtime"] = {**overrides["runtime"], "actor_tf_threads": int(threads or 0)}
+    config = configs.from_preset(spec["preset"], overrides)
     return runtime.run_actor(config, cluster, spec["actor_index"], connect_seconds=120.0)
 
 

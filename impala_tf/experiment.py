@@ -69,6 +69,9 @@ flags.DEFINE_bool("atari_full_action_set", False, "Full 18 Atari actions (multi-
 flags.DEFINE_float("checkpoint_minutes", 10.0, "Minutes between checkpoints (and one at exit).")
 flags.DEFINE_float("summary_seconds", 30.0, "Seconds between TensorBoard summaries.")
 flags.DEFINE_bool("actor_jit_compile", False, "Compile the actors' inference step with XLA.")
+flags.DEFINE_integer(
+    "actor_tf_threads", 1, "TensorFlow threads per actor process (0: TensorFlow's default)."
+)
 flags.DEFINE_string("learner_hosts", "", "Comma-separated host:port of the learner tasks.")
 flags.DEFINE_string("actor_hosts", "", "Comma-separated host:port of the actor tasks (optional).")
 flags.DEFINE_string(
@@ -124,6 +127,7 @@ _FLAG_FIELDS: dict[str, tuple[str, str]] = {
     "checkpoint_minutes": ("runtime", "checkpoint_minutes"),
     "summary_seconds": ("runtime", "summary_seconds"),
     "actor_jit_compile": ("runtime", "actor_jit_compile"),
+    "actor_tf_threads": ("runtime", "actor_tf_threads"),
 }
 
 

@@ -355,6 +355,18 @@ def run_learner(
 # Actor process.
 
 
+def _limit_tf_threads(threads: int) -> None:
+    """Many actors share a machine's cores: one TF thread each avoids oversubscription (measured
+    +8% end-to-end frames/s on 2 cores, BENCHMARKS.md). Must run before TF's first op."""
+    if threads <= 0:
+        return
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(threads)
+    except RuntimeError as error:  # TF already initialised in this process.
+        _LOG.warning("cannot limit TF threads to %d: %s", threads, error)
+
+
 def run_actor(
     config: configs.Config,
     cluster: transport.ClusterConfig,
@@ -370,6 +382,7 @@ def run_actor(
       transport.LearnerUnreachableError: no learner within `connect_seconds` (or it did not come
         back after a restart within the same bound).
     """
+    _limit_tf_threads(config.runtime.actor_tf_threads)
     learner_task = cluster.learner_for_actor(actor_index)
     target = cluster.learner_target(learner_task)
     tf.random.set_seed(config.runtime.seed * 7919 + actor_index)
