@@ -30,7 +30,6 @@ very last line, `Mean capped human-normalised score: X%`.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import sys
 from collections.abc import Sequence
@@ -235,27 +234,20 @@ def build_report(results: Sequence[EvaluationResults], allow_missing: bool = Fal
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point; returns the exit status (0 ok, 1 bad input)."""
-    parser = argparse.ArgumentParser(
-        prog="python -m dmlab30.report",
-        description="Render the IMPALA paper's DMLab-30 Table 3 and Table B.1 next to our results.",
+    parser = common.report_parser(
+        "python -m dmlab30.report",
+        "Render the IMPALA paper's DMLab-30 Table 3 and Table B.1 next to our results.",
     )
     parser.add_argument("results", nargs="+", help="evaluation results JSON file(s)")
-    parser.add_argument("--format", choices=("markdown", "csv"), default="markdown")
-    parser.add_argument("--output", default=None, help="write here instead of stdout")
     parser.add_argument(
         "--allow_missing",
         action="store_true",
         help="render with missing levels as n/a and no mean (default: error, as in the paper)",
     )
     args = parser.parse_args(argv)
-    try:
-        results = common.load_results_files(args.results)
-        report = build_report(results, allow_missing=args.allow_missing)
-    except ValueError as error:  # Includes common.ResultsError.
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    common.write_output(report.render(args.format), args.output)
-    return 0
+    return common.render_report(
+        lambda: build_report(common.load_results_files(args.results), args.allow_missing), args
+    )
 
 
 if __name__ == "__main__":

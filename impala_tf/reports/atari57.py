@@ -28,7 +28,6 @@ The output ends with the first results file's `Median human-normalised score: X%
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import sys
 from collections.abc import Sequence
@@ -207,21 +206,13 @@ def build_report(results: Sequence[EvaluationResults]) -> Report:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point; returns the exit status (0 ok, 1 bad input)."""
-    parser = argparse.ArgumentParser(
-        prog="python -m impala_tf.reports.atari57",
-        description="Render the IMPALA paper's Atari Table 4 and Table C.1 next to our results.",
+    parser = common.report_parser(
+        "python -m impala_tf.reports.atari57",
+        "Render the IMPALA paper's Atari Table 4 and Table C.1 next to our results.",
     )
     parser.add_argument("results", nargs="+", help="evaluation results JSON file(s)")
-    parser.add_argument("--format", choices=("markdown", "csv"), default="markdown")
-    parser.add_argument("--output", default=None, help="write here instead of stdout")
     args = parser.parse_args(argv)
-    try:
-        report = build_report(common.load_results_files(args.results))
-    except ValueError as error:  # Includes common.ResultsError.
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    common.write_output(report.render(args.format), args.output)
-    return 0
+    return common.render_report(lambda: build_report(common.load_results_files(args.results)), args)
 
 
 if __name__ == "__main__":

@@ -36,13 +36,15 @@ A report is a list of titled tables plus closing summary lines.
 
 from __future__ import annotations
 
+import argparse
 import csv
 import dataclasses
 import io
 import json
 import math
 import os
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 Cell = float | int | str | None
@@ -398,6 +400,25 @@ def results_notes(
             text += " (note: " + "; ".join(warnings) + ")"
         notes.append(text)
     return notes
+
+
+def report_parser(prog: str, description: str) -> argparse.ArgumentParser:
+    """The report scripts' shared options: `--format=markdown|csv` and `--output=PATH`."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument("--format", choices=("markdown", "csv"), default="markdown")
+    parser.add_argument("--output", default=None, help="write here instead of stdout")
+    return parser
+
+
+def render_report(build: Callable[[], Report], args: argparse.Namespace) -> int:
+    """Builds and writes a report; bad input prints `error: ...` and returns 1, else 0."""
+    try:
+        report = build()
+    except ValueError as error:  # Includes ResultsError.
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    write_output(report.render(args.format), args.output)
+    return 0
 
 
 def write_output(text: str, output: str | None) -> None:

@@ -40,7 +40,6 @@ GPUs, model, batch size), with one column per task; frames/s are shown in thousa
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
@@ -241,21 +240,13 @@ def build_report(benchmark: dict[str, Any]) -> Report:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point; returns the exit status (0 ok, 1 bad input)."""
-    parser = argparse.ArgumentParser(
-        prog="python -m impala_tf.reports.throughput",
-        description="Render a Table-1-style throughput table next to the IMPALA paper's Table 1.",
+    parser = common.report_parser(
+        "python -m impala_tf.reports.throughput",
+        "Render a Table-1-style throughput table next to the IMPALA paper's Table 1.",
     )
     parser.add_argument("benchmark", help="benchmark results JSON file")
-    parser.add_argument("--format", choices=("markdown", "csv"), default="markdown")
-    parser.add_argument("--output", default=None, help="write here instead of stdout")
     args = parser.parse_args(argv)
-    try:
-        report = build_report(load_benchmark(args.benchmark))
-    except ValueError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    common.write_output(report.render(args.format), args.output)
-    return 0
+    return common.render_report(lambda: build_report(load_benchmark(args.benchmark)), args)
 
 
 if __name__ == "__main__":
