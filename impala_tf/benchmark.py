@@ -113,6 +113,16 @@ class Sizes:
                     unroll=20,
                     tf_threads=1,
                 ),
+                # 16 environments per actor: cheaper batched inference; the learner never waits.
+                dict(
+                    level="atari/pong",
+                    agent="shallow",
+                    actors=2,
+                    envs=16,
+                    batch=32,
+                    unroll=20,
+                    tf_threads=1,
+                ),
                 # The same learner with enough (fake) actors that the learner is the bottleneck.
                 dict(level="toy/catch", agent="shallow", actors=2, envs=8, batch=32, unroll=20),
                 # The deep agent on DMLab-shaped input (fake DMLab: no rendering cost).
