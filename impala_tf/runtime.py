@@ -367,6 +367,25 @@ def _limit_tf_threads(threads: int) -> None:
         _LOG.warning("cannot limit TF threads to %d: %s", threads, error)
 
 
+def _refresh_weights(
+    params: transport.ParameterClient, variables: list[tf.Variable], actor: Actor, timeout: float
+) -> None:
+    """Copies the learner's latest weights into the actor's agent when they changed.
+
+    A learner that has just (re)started serves before it publishes: wait up to `timeout` for it.
+    """
+    if params.version() == actor.params_version:
+        return
+    try:
+        values, version = params.fetch()
+    except transport.ParametersNotReadyError:
+        params.wait_for_parameters(timeout)
+        values, version = params.fetch()
+    for variable, value in zip(variables, values, strict=True):
+        variable.assign(value)
+    actor.params_version = version
+
+
 def run_actor(
     config: configs.Config,
     cluster: transport.ClusterConfig,
@@ -422,11 +441,7 @@ def run_actor(
         print(f"[actor {actor_index}] playing {sorted(set(levels))} for {target}", flush=True)
         try:
             while True:
-                if params.version() != actor.params_version:
-                    values, version = params.fetch()
-                    for variable, value in zip(variables, values, strict=True):
-                        variable.assign(value)
-                    actor.params_version = version
+                _refresh_weights(params, variables, actor, connect_seconds)
                 for trajectory in actor.unroll():
                     trajectory_queue.enqueue(trajectory)
         except transport.QueueClosedError:
