@@ -94,6 +94,14 @@ def _episodes(logdir):
         return list(csv.DictReader(f))
 
 
+def _latest_checkpoint(directory):
+    """The checkpoint `tf.train.latest_checkpoint` names, read from the `checkpoint` index file."""
+    with open(os.path.join(directory, "checkpoint")) as f:
+        first = f.readline()  # model_checkpoint_path: "ckpt-N"
+    name = first.split('"')[1]
+    return name if os.path.isabs(name) else os.path.join(directory, name)
+
+
 def _wait_for(predicate, timeout, what):
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -234,11 +242,9 @@ def test_learner_restart_resumes_and_actor_reconnects(tmp_path):
         time.sleep(1.0)
         learner.send_signal(signal.SIGKILL)
         learner.wait(timeout=10)
-        saved = max(
-            int(name.split("-")[1].split(".")[0])
-            for name in os.listdir(checkpoints)
-            if name.startswith("ckpt-")
-        )
+        # The checkpoint the new learner must resume from (a save cut short by the kill is not it).
+        latest = _latest_checkpoint(checkpoints)
+        saved = int(latest.rsplit("-", 1)[1])
         # Only the running actor can supply the 3,000 frames the new learner still needs.
         learner2 = _start(
             *common,
@@ -249,7 +255,7 @@ def test_learner_restart_resumes_and_actor_reconnects(tmp_path):
         )
         assert learner2.wait(timeout=150) == 0, _read(tmp_path / "learner2.log")
         output = _read(tmp_path / "learner2.log")
-        assert f"resumed from {checkpoints}/ckpt-{saved}" in output, output
+        assert f"resumed from {latest}" in output, output
         assert actor.wait(timeout=90) == 0, _read(tmp_path / "actor.log")
     finally:
         for process in (learner, actor, learner2):
