@@ -50,11 +50,9 @@ capacity) placed on `/job:learner/task:k/device:CPU:0` and runs it through
 7. cancelling a blocked `dequeue_many` (run timeout) drops the items it had already taken, so
    `TrajectoryQueue.dequeue_many(timeout=...)` waits on a background dequeue instead.
 
-Throughput (loopback, 2 shared CPU cores under load ~4, DMLab-shaped trajectories of 2.10 MB:
-101 x 72x96x3 uint8 frames, instruction strings, LSTM state 2x256, 9 actions; learner
-`dequeue_many(8)`): one actor process 209 trajectories/s (438 MB/s), two actor processes 294
-trajectories/s (618 MB/s) - far above what a DMLab actor produces (one unroll is 400 frames).
-Measured with a throwaway script, not asserted in tests.
+Throughput: `python -m impala_tf.benchmark --sections=transport` measures trajectories/s and MB/s
+through this queue (DMLab-shaped trajectories of 2.11 MB: about 155-170 per second, 325-360 MB/s on
+2 CPU cores); the figures and the machine are in BENCHMARKS.md, section (e).
 
 Hence `--actor_hosts` is optional and only used for naming/validation (TF_CONFIG tasks); actors can
 join late, die and restart at will, and reconnect on their own (bounded by `reconnect_seconds`) when a
