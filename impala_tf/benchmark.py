@@ -14,6 +14,9 @@ One run measures, on this machine:
 (b) `end_to_end`: a learner in this process (the real queue, parameter store and prefetch of
     `impala_tf.transport` / `impala_tf.runtime` on loopback) fed by N actor processes running
     `impala_tf.runtime.run_actor`; frames/s counted at the learner over a window after warm-up.
+    `end_to_end_dedicated`: the same with the learner in a child process pinned to one half of the
+    CPUs and the actors (with their env workers) to the other half, standing in for the paper's
+    separate actor machines.
 (c) `actor`: `impala_tf.actor.Actor` with fixed weights over E env worker processes (no learner),
     and, for the same E, environment stepping alone (random actions) and batched inference alone.
 (d) `vtrace`: `vtrace.from_logits` alone (T=100, B=32, A=9 and T=20, B=32, A=9), and its fraction of
@@ -26,8 +29,11 @@ One run measures, on this machine:
 Frames are environment frames, agent steps x action repeats (4 for DMLab and Atari; 1 for toy tasks;
 facts 3.7, Table 1 footnote). The ratios printed at the end:
 
-- `learner_efficiency = end-to-end learner frames/s / synthetic update frames/s` (same agent and
-  shapes, with enough actors that the learner is the bottleneck);
+- `learner_efficiency = end-to-end learner frames/s / update-alone frames/s`, where the update
+  alone is the same learner timed on the last batch of its run after its actors stopped (same
+  data, CPUs and threads); the ratio to the synthetic update of (a) (same agent, shapes, B, T) is
+  printed beside it. When actors share the learner's CPUs, the ratio is bounded by the CPU the
+  actors need (BENCHMARKS.md); the dedicated runs measure what the pipeline itself costs;
 - `actor_efficiency = actor frames/s / (1 / (1/env_fps + 1/inference_fps))` for the same E;
 - `vtrace_fraction = V-trace seconds / deep agent update seconds` (DMLab shapes).
 
@@ -87,6 +93,7 @@ class Sizes:
     actor_levels: tuple[str, ...] = ("atari/pong", "toy/catch")
     actor_unroll: int = 20
     actor_unrolls: int = 5
+    actor_rounds: int = 3
     env_steps: int = 200
     inference_steps: int = 100
     transport_trajectories: int = 40
@@ -96,40 +103,33 @@ class Sizes:
     e2e_runs: tuple[dict[str, Any], ...] = ()
     e2e_warmup_updates: int = 3
     e2e_seconds: float = 60.0
+    e2e_ceiling_steps: int = 3
+    e2e_ceiling_seconds: float = 10.0
+    # End-to-end runs with the learner and the actors on separate halves of the CPUs.
+    dedicated_runs: tuple[dict[str, Any], ...] = ()
 
     @staticmethod
     def full() -> Sizes:
+        pong = dict(level="atari/pong", agent="shallow", actors=2, envs=16, batch=32, unroll=20)
+        # The deep agent on DMLab-shaped input (fake DMLab when deepmind_lab is missing: no
+        # rendering cost).
+        deep = dict(
+            level="seekavoid_arena_01", agent="deep", actors=2, envs=16, batch=32, unroll=100
+        )
         return Sizes(
             e2e_runs=(
                 # The shallow agent on Atari Pong (Table G.1 shapes): the 3,500 frames/s target.
-                dict(level="atari/pong", agent="shallow", actors=2, envs=8, batch=32, unroll=20),
-                # The same with one TF intra/inter-op thread in each actor process.
-                dict(
-                    level="atari/pong",
-                    agent="shallow",
-                    actors=2,
-                    envs=8,
-                    batch=32,
-                    unroll=20,
-                    tf_threads=1,
-                ),
-                # 16 environments per actor: cheaper batched inference; the learner never waits.
-                dict(
-                    level="atari/pong",
-                    agent="shallow",
-                    actors=2,
-                    envs=16,
-                    batch=32,
-                    unroll=20,
-                    tf_threads=1,
-                ),
-                # The same learner with enough (fake) actors that the learner is the bottleneck.
-                dict(level="toy/catch", agent="shallow", actors=2, envs=8, batch=32, unroll=20),
-                # The deep agent on DMLab-shaped input (fake DMLab: no rendering cost).
-                dict(
-                    level="seekavoid_arena_01", agent="deep", actors=2, envs=4, batch=32, unroll=100
-                ),
-            )
+                # Actors use the runtime's defaults (one TF thread, the learner's priority).
+                pong,
+                # The same with the actors at a lower priority than the learner (--actor_nice=10).
+                {**pong, "actor_nice": 10},
+                # The deep agent: the "90 % of its update ceiling" target.
+                deep,
+                {**deep, "actor_nice": 10},
+            ),
+            e2e_ceiling_steps=2,
+            # The learner alone on one half of the CPUs, the actors on the other half.
+            dedicated_runs=({**deep, "envs": 8},),
         )
 
     @staticmethod
@@ -155,6 +155,13 @@ class Sizes:
             ),
             e2e_warmup_updates=1,
             e2e_seconds=15.0,
+            e2e_ceiling_steps=2,
+            e2e_ceiling_seconds=3.0,
+            dedicated_runs=(
+                dict(
+                    level="seekavoid_arena_01", agent="deep", actors=1, envs=4, batch=4, unroll=20
+                ),
+            ),
         )
 
 
@@ -193,6 +200,16 @@ def _timed(fn: Callable[[], Any], repeats: int) -> float:
     for _ in range(repeats):
         fn()
     return (time.perf_counter() - start) / repeats
+
+
+def _timed_for(fn: Callable[[], Any], min_repeats: int, min_seconds: float) -> float:
+    """Mean wall seconds per call of `fn` over at least `min_repeats` calls and `min_seconds`."""
+    start = time.perf_counter()
+    calls = 0
+    while calls < min_repeats or time.perf_counter() - start < min_seconds:
+        fn()
+        calls += 1
+    return (time.perf_counter() - start) / calls
 
 
 def _shapes(kind: str) -> tuple[tuple[int, ...], int, bool, bool]:
@@ -468,20 +485,22 @@ def actor_efficiency(actor_fps: float, env_fps: float, inference_fps: float) -> 
 def bench_actor_suite(
     level: str, agent_name: str, env_counts: Sequence[int], sizes: Sizes
 ) -> list[dict[str, Any]]:
+    """Section (c) for each E: env stepping alone, inference alone and the actor, interleaved.
+
+    The three are measured `sizes.actor_rounds` times in turn on the same env worker processes
+    and the median of each is kept: single sub-second windows on a small machine vary by 10-20 %,
+    and the efficiency is a ratio of three of them.
+    """
     rows = []
     for num_envs in env_counts:
-        env = bench_env_stepping(level, num_envs, sizes.env_steps)
-        inference = bench_inference(level, agent_name, num_envs, sizes.inference_steps)
-        actor = bench_actor(level, agent_name, num_envs, sizes.actor_unroll, sizes.actor_unrolls)
-        env_fps = env["environment_frames_per_second"]
-        inf_fps = inference["environment_frames_per_second"]
-        act_fps = actor["environment_frames_per_second"]
+        env_fps, inf_fps, act_fps = _median_actor_rates(level, agent_name, num_envs, sizes)
         rows.append(
             {
                 "name": f"actor-{level}-{agent_name}-E{num_envs}",
                 "level": level,
                 "agent": agent_name,
                 "envs_per_actor": num_envs,
+                "rounds": sizes.actor_rounds,
                 "env_frames_per_second": env_fps,
                 "inference_frames_per_second": inf_fps,
                 "actor_frames_per_second": act_fps,
@@ -498,12 +517,59 @@ def bench_actor_suite(
     return rows
 
 
+def _median_actor_rates(
+    level: str, agent_name: str, num_envs: int, sizes: Sizes
+) -> tuple[float, float, float]:
+    """Median frames/s of env stepping, batched inference and `Actor.unroll` over the rounds."""
+    from impala_tf import actor as actor_lib
+    from impala_tf.envs import workers
+
+    agent = _agent_for_level(level, agent_name)
+    frames_per_step = num_envs * _repeats(level)
+    rng = np.random.default_rng(0)
+    env_rates, inference_rates, actor_rates = [], [], []
+    with workers.BatchedEnvironment(_factories(level, num_envs)) as env:
+        actor = actor_lib.Actor(agent, env, sizes.actor_unroll, [level] * num_envs)
+        actor.unroll()  # Trace.
+        policy, env_output = actor_lib.InferenceStep(agent), env.initial()
+        state = policy.initial_state(num_envs)
+        output, state = policy(np.zeros([num_envs], np.int32), env_output, state)
+        for _ in range(sizes.actor_rounds):
+            actions = rng.integers(0, env.num_actions, (sizes.env_steps, num_envs)).astype(np.int32)
+            start = time.perf_counter()
+            for step_actions in actions:
+                env.step(step_actions)
+            env_rates.append(sizes.env_steps * frames_per_step / (time.perf_counter() - start))
+            start = time.perf_counter()
+            for _ in range(sizes.inference_steps):
+                output, state = policy(output.action, env_output, state)
+            seconds = time.perf_counter() - start
+            inference_rates.append(sizes.inference_steps * frames_per_step / seconds)
+            start = time.perf_counter()
+            for _ in range(sizes.actor_unrolls):
+                actor.unroll()
+            seconds = time.perf_counter() - start
+            actor_rates.append(sizes.actor_unrolls * sizes.actor_unroll * frames_per_step / seconds)
+    return (
+        float(np.median(env_rates)),
+        float(np.median(inference_rates)),
+        float(np.median(actor_rates)),
+    )
+
+
 # --------------------------------------------------------------------------------------------
 # Child processes: transport producers and actors (run with `python -c`, see `_spawn`).
 
 
 def _child_main(spec: dict[str, Any]) -> int:
-    """Entry point of benchmark child processes (`role`: `producer` or `actor`)."""
+    """Entry point of benchmark child processes (`role`: `producer`, `actor` or `end_to_end`).
+
+    `cpus` (optional) pins the child, and every process it starts, to those CPUs before TF loads.
+    """
+    if spec.get("cpus"):
+        os.sched_setaffinity(0, spec["cpus"])
+    if spec["role"] == "end_to_end":
+        return _end_to_end_main(spec)
     import tensorflow as tf
 
     threads = spec.get("tf_threads")
@@ -535,10 +601,7 @@ def _child_main(spec: dict[str, Any]) -> int:
 
     if spec.get("fake_dmlab"):
         sys.path.insert(0, FAKE_DMLAB_PATH)
-    overrides = dict(spec["overrides"])
-    # The actor limits its own TF threads (`actor_tf_threads`); 0 here means TF's default.
-    overrides["runtime"] = {**overrides["runtime"], "actor_tf_threads": int(threads or 0)}
-    config = configs.from_preset(spec["preset"], overrides)
+    config = configs.from_preset(spec["preset"], spec["overrides"])
     return runtime.run_actor(config, cluster, spec["actor_index"], connect_seconds=120.0)
 
 
@@ -560,6 +623,21 @@ def _spawn(spec: dict[str, Any], log_path: str | None = None) -> subprocess.Pope
     finally:
         if log_path:
             out.close()
+
+
+def _suspend_trees(children: Sequence[subprocess.Popen], suspend: bool) -> None:
+    """SIGSTOPs (or SIGCONTs) each child and its descendants."""
+    for child in children:
+        try:
+            root = psutil.Process(child.pid)
+            processes = [root] + root.children(recursive=True)
+        except psutil.NoSuchProcess:
+            continue
+        for process in processes:
+            try:
+                process.suspend() if suspend else process.resume()
+            except psutil.NoSuchProcess:
+                pass
 
 
 def _stop_children(children: Sequence[subprocess.Popen], timeout: float = 15.0) -> None:
@@ -657,19 +735,27 @@ def bench_transport(
 
 
 class _RssSampler:
-    """Samples the RSS of this process and of each actor process tree in a background thread."""
+    """Samples this process and each actor process tree in a background thread.
+
+    Records peak RSS and, once `observe()` is called (the measurement window), the CPUs and nice
+    values the actor processes (with their env workers) actually run with, so that a run's pinning
+    and priorities are observed, not assumed.
+    """
 
     def __init__(self, actor_pids: Sequence[int], period: float = 0.5):
         self.learner_peak = 0
         self.actor_peaks = [0] * len(actor_pids)
+        self.actor_cpus: set[int] = set()
+        self.actor_nice: set[int] = set()
+        self._observing = threading.Event()
         self._pids = list(actor_pids)
         self._period = period
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._thread.start()
 
-    @staticmethod
-    def _tree_rss(pid: int) -> int:
+    def _sample_tree(self, pid: int) -> int:
+        """RSS of `pid` and its descendants; notes their CPU affinity and nice value."""
         try:
             root = psutil.Process(pid)
             processes = [root] + root.children(recursive=True)
@@ -679,6 +765,9 @@ class _RssSampler:
         for process in processes:
             try:
                 total += process.memory_info().rss
+                if self._observing.is_set():
+                    self.actor_cpus.update(process.cpu_affinity())
+                    self.actor_nice.add(process.nice())
             except psutil.NoSuchProcess:
                 pass
         return total
@@ -688,8 +777,11 @@ class _RssSampler:
         while not self._stop.is_set():
             self.learner_peak = max(self.learner_peak, me.memory_info().rss)
             for i, pid in enumerate(self._pids):
-                self.actor_peaks[i] = max(self.actor_peaks[i], self._tree_rss(pid))
+                self.actor_peaks[i] = max(self.actor_peaks[i], self._sample_tree(pid))
             self._stop.wait(self._period)
+
+    def observe(self) -> None:
+        self._observing.set()
 
     def stop(self) -> dict[str, Any]:
         self._stop.set()
@@ -697,6 +789,10 @@ class _RssSampler:
         return {
             "learner_peak_rss_mb": self.learner_peak / 2**20,
             "actor_peak_rss_mb": [p / 2**20 for p in self.actor_peaks],
+            "learner_cpus": sorted(os.sched_getaffinity(0)),
+            "learner_nice": os.nice(0),
+            "actor_cpus": sorted(self.actor_cpus),
+            "actor_nice": sorted(self.actor_nice),
         }
 
 
@@ -715,19 +811,37 @@ def _e2e_config(run: dict[str, Any]) -> tuple[str, dict[str, dict[str, Any]]]:
         "learner": {"batch_size": run["batch"], "unroll_length": run["unroll"]},
         "runtime": {"num_actors": run["actors"], "envs_per_actor": run["envs"]},
     }
+    # Unless the run sets them, the actors use the defaults of `configs.RuntimeConfig`.
+    if "actor_nice" in run:
+        overrides["runtime"]["actor_nice"] = run["actor_nice"]
+    if "tf_threads" in run:  # 0 = TF's default.
+        overrides["runtime"]["actor_tf_threads"] = run["tf_threads"]
+    if run.get("actor_jit"):
+        overrides["runtime"]["actor_jit_compile"] = True
     if kind == "toy":
         overrides["env"]["num_action_repeats"] = 1
     return preset, overrides
 
 
 def bench_end_to_end(
-    run: dict[str, Any], warmup_updates: int, seconds: float, tf_threads: int = 0
+    run: dict[str, Any],
+    warmup_updates: int,
+    seconds: float,
+    actor_cpus: Sequence[int] | None = None,
+    ceiling_steps: int = 3,
+    ceiling_min_seconds: float = 0.0,
 ) -> dict[str, Any]:
     """A learner in this process fed by `run["actors"]` `runtime.run_actor` processes.
 
     The learner loop is `runtime.run_learner`'s without the bookkeeping: the same prefetcher and
     the same `runtime.update_and_publish` (train step, publish after every update, episode
-    extraction). Frames/s = frames trained in the window / window seconds.
+    extraction). Frames/s = frames trained in the window / window seconds. `actor_cpus` pins the
+    actor processes and their env workers to those CPUs.
+
+    Before the window (actors suspended) and after it (actors stopped), the same learner times
+    `ceiling_steps` `train_step`s (and at least `ceiling_min_seconds` in all) on its latest batch:
+    their mean is the update ceiling for exactly this run's data (same instructions, frames, agent
+    and threads), against which `learner_efficiency` is computed.
     """
     import tree
 
@@ -767,7 +881,7 @@ def bench_end_to_end(
                 overrides=overrides,
                 actor_index=i,
                 fake_dmlab=fake_dmlab,
-                tf_threads=tf_threads,
+                cpus=list(actor_cpus) if actor_cpus else None,
             ),
             os.path.join(logdir, f"actor_{i}.log"),
         )
@@ -778,6 +892,7 @@ def bench_end_to_end(
     frames_per_update = lc.batch_size * lc.unroll_length * repeats
     updates, train_seconds, wait_seconds = 0, 0.0, 0.0
     lags = []
+    last_batch = []
     try:
 
         def one_update() -> float:
@@ -791,10 +906,24 @@ def bench_end_to_end(
             batch, tensors, _ = item
             _, _, policy_lag = runtime.update_and_publish(learner, store, batch, tensors)
             lags.append(policy_lag)
+            last_batch[:] = [tensors]
             return t1 - t0
 
         for _ in range(warmup_updates):
             one_update()
+        # The update alone, with the actors suspended; again after the window (drift on a shared
+        # or virtual machine shows as a difference between the two).
+        _suspend_trees(children, True)
+        try:
+            time.sleep(1.0)
+            before = _timed_for(
+                lambda: learner.train_step(last_batch[0])["total_loss"].numpy(),
+                ceiling_steps,
+                ceiling_min_seconds / 2,
+            )
+        finally:
+            _suspend_trees(children, False)
+        sampler.observe()
         lags.clear()
         start = time.perf_counter()
         while time.perf_counter() - start < seconds or updates < 2:
@@ -813,9 +942,20 @@ def bench_end_to_end(
         _stop_children(children)
         trajectory_queue.close_session()
     fps = updates * frames_per_update / window
+    time.sleep(1.0)  # The stopped actors' CPU use settles.
+    after = _timed_for(
+        lambda: learner.train_step(last_batch[0])["total_loss"].numpy(),
+        ceiling_steps,
+        ceiling_min_seconds / 2,
+    )
+    ceiling_seconds = (before + after) / 2
     name = f"e2e-{run['level'].replace('/', '-')}-{run['agent']}-{run['actors']}x{run['envs']}"
-    if tf_threads:
-        name += f"-tf{tf_threads}"
+    if "tf_threads" in run:
+        name += f"-tf{run['tf_threads']}"
+    if "actor_nice" in run:
+        name += f"-nice{run['actor_nice']}"
+    if run.get("actor_jit"):
+        name += "-actorxla"
     return {
         "name": name,
         "level": run["level"],
@@ -825,15 +965,103 @@ def bench_end_to_end(
         "envs_per_actor": run["envs"],
         "batch_size": lc.batch_size,
         "unroll_length": lc.unroll_length,
-        "actor_tf_threads": tf_threads,
+        "actor_tf_threads": config.runtime.actor_tf_threads,
         "updates": updates,
         "window_seconds": window,
         "environment_frames": updates * frames_per_update,
         "environment_frames_per_second": fps,
         "learner_wait_fraction": wait_seconds / window,
         "mean_policy_lag_updates": float(np.mean(lags)) if lags else None,
+        "actor_nice_setting": config.runtime.actor_nice,
+        "actor_jit_compile": config.runtime.actor_jit_compile,
+        "same_batch_update_seconds": ceiling_seconds,
+        "same_batch_update_seconds_before_after": [before, after],
+        "same_batch_update_frames_per_second": frames_per_update / ceiling_seconds,
         **memory,
     }
+
+
+# --------------------------------------------------------------------------------------------
+# (b) End to end with the learner on dedicated CPUs.
+
+
+def split_cpus() -> tuple[list[int], list[int]] | None:
+    """This process's CPUs split in two halves: (learner CPUs, actor CPUs); None with one CPU."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        return None
+    half = len(cpus) // 2
+    return cpus[:half], cpus[half:]
+
+
+def _end_to_end_main(spec: dict[str, Any]) -> int:
+    """Child: `bench_end_to_end`; with `cpus`, TF gets one thread per learner CPU."""
+    import tensorflow as tf
+
+    if spec.get("cpus"):
+        threads = len(spec["cpus"])
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(threads)
+    result = bench_end_to_end(
+        spec["run"],
+        spec["warmup_updates"],
+        spec["seconds"],
+        actor_cpus=spec.get("actor_cpus"),
+        ceiling_steps=spec["ceiling_steps"],
+        ceiling_min_seconds=spec["ceiling_seconds"],
+    )
+    if spec.get("cpus"):
+        result.update(name=result["name"] + "-dedicated", learner_tf_threads=len(spec["cpus"]))
+    with open(spec["output"], "w") as f:
+        json.dump(result, f)
+    return 0
+
+
+def bench_end_to_end_in_child(
+    run: dict[str, Any],
+    sizes: Sizes,
+    cpus: tuple[Sequence[int], Sequence[int]] | None = None,
+    timeout: float = 1800.0,
+) -> dict[str, Any]:
+    """`bench_end_to_end` in a fresh learner process, like `run_experiment.sh`'s learner.
+
+    A fresh process keeps the earlier sections (their TF servers, sessions, compiled functions
+    and memory) out of the measurement, and its peak RSS is a real learner's.
+
+    With `cpus = (learner CPUs, actor CPUs)` the learner is pinned to the first set with one TF
+    thread per CPU and the actors (with their env workers) to the second. The paper's actors run
+    on other machines than the learner (section 3.1); on one machine, separate CPUs stand in for
+    that. The ceiling is measured in the same pinned process (same CPUs and threads, the run's
+    last batch), so `learner_efficiency` for such a run is what the pipeline (queue, prefetch,
+    publishing the weights) costs a learner whose actors do not compete with it for CPU.
+    """
+    with tempfile.TemporaryDirectory(prefix="impala_bench_e2e_") as tmp:
+        output = os.path.join(tmp, "result.json")
+        log = os.path.join(tmp, "learner.log")
+        spec = dict(
+            role="end_to_end",
+            run=run,
+            warmup_updates=sizes.e2e_warmup_updates,
+            seconds=sizes.e2e_seconds,
+            ceiling_steps=sizes.e2e_ceiling_steps,
+            ceiling_seconds=sizes.e2e_ceiling_seconds,
+            output=output,
+        )
+        if cpus is not None:
+            spec.update(cpus=list(cpus[0]), actor_cpus=list(cpus[1]))
+        child = _spawn(spec, log)
+        try:
+            code = child.wait(timeout)
+        except subprocess.TimeoutExpired:
+            code = None
+        finally:
+            _stop_children([child])
+        if code != 0 or not os.path.exists(output):
+            with open(log, errors="replace") as f:
+                tail = f.read()[-3000:]
+            raise RuntimeError(f"end-to-end run {run} failed (exit {code}):\n{tail}")
+        with open(output) as f:
+            return json.load(f)
 
 
 # --------------------------------------------------------------------------------------------
@@ -844,13 +1072,20 @@ def _paper_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
     """Rows in `impala_tf.reports.throughput`'s schema from our measurements."""
     cpus = data["machine"]["cpus"]
     rows = []
-    for r in data["sections"].get("end_to_end", []):
+    sections = data["sections"]
+    for r in sections.get("end_to_end", []) + sections.get("end_to_end_dedicated", []):
         level = r["level"] + (" (fake DMLab)" if r["fake_deepmind_lab"] else "")
+        architecture = f"IMPALA {r['num_actors']} actors x {r['envs_per_actor']} envs"
+        if r["actor_nice_setting"]:
+            architecture += f", actors nice {r['actor_nice_setting']}"
+        if r["actor_jit_compile"]:
+            architecture += ", actor XLA"
+        if r["name"].endswith("-dedicated"):
+            architecture += f", learner on CPUs {r['learner_cpus']}, actors on {r['actor_cpus']}"
         rows.append(
             {
                 "name": r["name"],
-                "architecture": f"IMPALA {r['num_actors']} actors x {r['envs_per_actor']} envs"
-                + (f", actor TF threads {r['actor_tf_threads']}" if r["actor_tf_threads"] else ""),
+                "architecture": architecture,
                 "cpus": cpus,
                 "gpus": 0,
                 "task": level,
@@ -897,29 +1132,29 @@ def _paper_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
 def compute_ratios(sections: dict[str, Any]) -> dict[str, Any]:
     """`learner_efficiency`, `actor_efficiency` and `vtrace_fraction` from measured numbers.
 
-    learner_efficiency pairs each end-to-end run with the synthetic update of the same agent,
-    shapes (DMLab for DMLab levels, Atari otherwise), B and T, when that update was measured
-    without XLA (or with, if the run used it).
+    learner_efficiency divides each end-to-end run's frames/s by the update ceiling the same
+    learner measured on its last batch once its actors had stopped (`bench_end_to_end`); it also
+    reports the ratio to the synthetic update of section (a) with the same agent, shapes (DMLab for
+    DMLab levels, Atari otherwise), B and T, when one was measured.
     """
+    from impala_tf import envs
+
     ratios: dict[str, Any] = {"learner_efficiency": {}, "actor_efficiency": {}}
     updates = {
         (u["agent"], u["shapes"], u["batch_size"], u["unroll_length"], u["jit_compile"]): u
         for u in sections.get("learner_update", [])
     }
-    for run in sections.get("end_to_end", []):
-        from impala_tf import envs
-
+    runs = sections.get("end_to_end", []) + sections.get("end_to_end_dedicated", [])
+    for run in runs:
+        fps = run["environment_frames_per_second"]
+        ceiling = run["same_batch_update_frames_per_second"]
+        entry = {"end_to_end_fps": fps, "update_fps": ceiling, "ratio": fps / ceiling}
         kind = "dmlab" if envs.environment_kind(run["level"]) == "dmlab" else "atari"
-        if envs.environment_kind(run["level"]) == "toy":
-            continue  # Toy frames (24x24x3, one frame per step) have no synthetic counterpart.
         key = (run["agent"], kind, run["batch_size"], run["unroll_length"], run.get("jit", False))
-        if key in updates:
-            ceiling = updates[key]["environment_frames_per_second"]
-            ratios["learner_efficiency"][run["name"]] = {
-                "end_to_end_fps": run["environment_frames_per_second"],
-                "update_fps": ceiling,
-                "ratio": run["environment_frames_per_second"] / ceiling,
-            }
+        if envs.environment_kind(run["level"]) != "toy" and key in updates:
+            synthetic = updates[key]["environment_frames_per_second"]
+            entry.update(synthetic_update_fps=synthetic, ratio_to_synthetic=fps / synthetic)
+        ratios["learner_efficiency"][run["name"]] = entry
     for row in sections.get("actor", []):
         ratios["actor_efficiency"][row["name"]] = row["actor_efficiency"]
     vtrace_rows = sections.get("vtrace", [])
@@ -1005,17 +1240,17 @@ def run_benchmark(sizes: Sizes, sections: Sequence[str] = SECTIONS) -> dict[str,
     if "e2e" in sections:
         out["end_to_end"] = []
         for run in sizes.e2e_runs:
-            r = bench_end_to_end(
-                run, sizes.e2e_warmup_updates, sizes.e2e_seconds, run.get("tf_threads", 0)
-            )
+            r = bench_end_to_end_in_child(run, sizes)
             out["end_to_end"].append(r)
-            print(
-                f"  {r['name']}: {r['environment_frames_per_second']:.0f} frames/s at the learner "
-                f"(waiting {r['learner_wait_fraction']:.0%}), peak RSS learner "
-                f"{r['learner_peak_rss_mb']:.0f} MB, actors "
-                f"{[round(x) for x in r['actor_peak_rss_mb']]} MB",
-                flush=True,
-            )
+            _print_e2e(r)
+        cpus = split_cpus()
+        out["end_to_end_dedicated"] = []
+        if cpus is None and sizes.dedicated_runs:
+            print("  dedicated-CPU runs skipped: this process may use only one CPU", flush=True)
+        for run in sizes.dedicated_runs if cpus else ():
+            r = bench_end_to_end_in_child(run, sizes, cpus)
+            out["end_to_end_dedicated"].append(r)
+            _print_e2e(r)
     data["ratios"] = compute_ratios(out)
     data["results"] = _paper_rows(data)
     data["machine"]["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
@@ -1023,14 +1258,31 @@ def run_benchmark(sizes: Sizes, sections: Sequence[str] = SECTIONS) -> dict[str,
     return data
 
 
+def _print_e2e(r: dict[str, Any]) -> None:
+    print(
+        f"  {r['name']}: {r['environment_frames_per_second']:.0f} frames/s at the learner "
+        f"(waiting {r['learner_wait_fraction']:.0%}; same-batch update alone "
+        f"{r['same_batch_update_frames_per_second']:.0f}), learner CPUs {r['learner_cpus']}, "
+        f"actor CPUs {r['actor_cpus']} nice {r['actor_nice']}, peak RSS learner "
+        f"{r['learner_peak_rss_mb']:.0f} MB, actors {[round(x) for x in r['actor_peak_rss_mb']]} MB",
+        flush=True,
+    )
+
+
 def format_ratios(ratios: dict[str, Any]) -> list[str]:
     """The `learner_efficiency=`, `actor_efficiency=` and `vtrace_fraction=` lines."""
     lines = []
     for name, r in ratios["learner_efficiency"].items():
-        lines.append(
+        line = (
             f"learner_efficiency={r['ratio']:.3f} ({name}: {r['end_to_end_fps']:.0f} / "
-            f"{r['update_fps']:.0f} frames/s)"
+            f"{r['update_fps']:.0f} frames/s"
         )
+        if "synthetic_update_fps" in r:
+            line += (
+                f"; {r['ratio_to_synthetic']:.3f} of the synthetic update's "
+                f"{r['synthetic_update_fps']:.0f} frames/s"
+            )
+        lines.append(line + ")")
     for name, value in ratios["actor_efficiency"].items():
         lines.append(f"actor_efficiency={value:.3f} ({name})")
     for name, value in ratios["vtrace_fraction"].items():

@@ -77,6 +77,10 @@ class RuntimeConfig:
     summary_seconds: float = 30.0
     actor_jit_compile: bool = False  # XLA for the actors' inference step (10-25% faster on CPU).
     actor_tf_threads: int = 1  # TF intra/inter-op threads per actor process; 0 = TF's default.
+    # Niceness added to each actor process (and its env workers) so that a learner on the same
+    # machine gets the CPU first. 0 (the default) = same priority; measured neutral for the deep
+    # agent and 6-10 % slower for shallow Pong on 2 cores (BENCHMARKS.md).
+    actor_nice: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,6 +117,8 @@ def validate(config: Config) -> Config:
     for name, value in positive.items():
         if value <= 0:
             raise ValueError(f"{name} must be positive, got {value}")
+    if not 0 <= config.runtime.actor_nice <= 19:
+        raise ValueError(f"actor_nice must be in [0, 19], got {config.runtime.actor_nice}")
     if config.runtime.num_actors < config.runtime.num_learners:
         raise ValueError(
             f"num_actors={config.runtime.num_actors} < num_learners="

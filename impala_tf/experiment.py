@@ -72,6 +72,12 @@ flags.DEFINE_bool("actor_jit_compile", False, "Compile the actors' inference ste
 flags.DEFINE_integer(
     "actor_tf_threads", 1, "TensorFlow threads per actor process (0: TensorFlow's default)."
 )
+flags.DEFINE_integer(
+    "actor_nice",
+    0,
+    "Niceness added to actor processes so that a learner on the same machine gets the CPU first "
+    "(0-19; 0 = the learner's priority).",
+)
 flags.DEFINE_string("learner_hosts", "", "Comma-separated host:port of the learner tasks.")
 flags.DEFINE_string("actor_hosts", "", "Comma-separated host:port of the actor tasks (optional).")
 flags.DEFINE_string(
@@ -128,6 +134,7 @@ _FLAG_FIELDS: dict[str, tuple[str, str]] = {
     "summary_seconds": ("runtime", "summary_seconds"),
     "actor_jit_compile": ("runtime", "actor_jit_compile"),
     "actor_tf_threads": ("runtime", "actor_tf_threads"),
+    "actor_nice": ("runtime", "actor_nice"),
 }
 
 

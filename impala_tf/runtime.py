@@ -367,6 +367,22 @@ def _limit_tf_threads(threads: int) -> None:
         _LOG.warning("cannot limit TF threads to %d: %s", threads, error)
 
 
+def lower_priority(niceness: int) -> int:
+    """Adds `niceness` to this process's nice value (inherited by the env workers it starts).
+
+    On a machine shared with the learner, the learner then gets the CPU whenever it can use it and
+    the actors fill the rest. Off by default: on 2 cores it was neutral for the deep agent and
+    slower for shallow Pong, whose actors are the bottleneck (BENCHMARKS.md). Returns the new
+    nice value.
+    """
+    if niceness > 0:
+        try:
+            return os.nice(niceness)
+        except OSError as error:
+            _LOG.warning("cannot lower the actor's priority by %d: %s", niceness, error)
+    return os.nice(0)
+
+
 def _refresh_weights(
     params: transport.ParameterClient, variables: list[tf.Variable], actor: Actor, timeout: float
 ) -> None:
@@ -402,6 +418,7 @@ def run_actor(
         back after a restart within the same bound).
     """
     _limit_tf_threads(config.runtime.actor_tf_threads)
+    lower_priority(config.runtime.actor_nice)
     learner_task = cluster.learner_for_actor(actor_index)
     target = cluster.learner_target(learner_task)
     tf.random.set_seed(config.runtime.seed * 7919 + actor_index)

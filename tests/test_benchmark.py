@@ -1,7 +1,7 @@
 """Tests for `impala_tf.benchmark`: the JSON it writes and the ratios computed from its numbers.
 
 Speed is never asserted (CONTRIBUTING.md). The run below uses tiny sizes and every section once:
-about 35-45 s on 2 loaded CPU cores (most of it starting TensorFlow in two child processes).
+about 70 s on 2 CPU cores (most of it starting TensorFlow in child processes).
 """
 
 import json
@@ -27,15 +27,23 @@ TINY = benchmark.Sizes(
     actor_levels=("toy/catch",),
     actor_unroll=4,
     actor_unrolls=1,
+    actor_rounds=2,
     env_steps=5,
     inference_steps=5,
     transport_trajectories=3,
     transport_actors=(1,),
     transport_unroll_dmlab=3,
     transport_unroll_atari=3,
-    e2e_runs=(dict(level="atari/pong", agent="shallow", actors=1, envs=1, batch=2, unroll=5),),
+    e2e_runs=(
+        dict(
+            level="atari/pong", agent="shallow", actors=1, envs=1, batch=2, unroll=5, actor_nice=3
+        ),
+    ),
     e2e_warmup_updates=1,
     e2e_seconds=1.0,
+    e2e_ceiling_steps=1,
+    e2e_ceiling_seconds=0.0,
+    dedicated_runs=(dict(level="toy/catch", agent="shallow", actors=1, envs=1, batch=2, unroll=5),),
 )
 
 
@@ -54,7 +62,14 @@ def test_json_structure_and_throughput_report(result):
     data, path, leftover = result
     assert not leftover, f"child processes left running: {leftover}"
     sections = data["sections"]
-    assert set(sections) == {"learner_update", "vtrace", "actor", "transport", "end_to_end"}
+    assert set(sections) == {
+        "learner_update",
+        "vtrace",
+        "actor",
+        "transport",
+        "end_to_end",
+        "end_to_end_dedicated",
+    }
     # Each of the paper's stages was measured with the sizes asked for.
     assert [(u["shapes"], u["agent"]) for u in sections["learner_update"]] == [
         ("dmlab", "shallow"),
@@ -91,6 +106,9 @@ def test_json_structure_and_throughput_report(result):
     )
     assert e2e["learner_peak_rss_mb"] > 100 and len(e2e["actor_peak_rss_mb"]) == 1
     assert e2e["actor_peak_rss_mb"][0] > 50  # A TF process plus its env worker.
+    # Observed, not configured: the actor and its env worker ran at the nice increment asked for.
+    assert e2e["actor_nice"] == [min(19, os.nice(0) + 3)]
+    assert e2e["same_batch_update_seconds"] > 0
     # The file renders as a Table-1-style report (the schema of impala_tf.reports.throughput).
     loaded = throughput.load_benchmark(path)
     names = {r["name"] for r in loaded["results"]}
@@ -106,7 +124,15 @@ def test_ratios_are_computed_from_the_measured_numbers(result):
     update = next(u for u in sections["learner_update"] if u["shapes"] == "atari")
     (e2e,) = sections["end_to_end"]
     learner = ratios["learner_efficiency"][e2e["name"]]
+    # Against the same learner's update on its last batch, timed after the actors stopped ...
     assert learner["ratio"] == pytest.approx(
+        e2e["environment_frames_per_second"] / e2e["same_batch_update_frames_per_second"]
+    )
+    assert e2e["same_batch_update_frames_per_second"] == pytest.approx(
+        2 * 5 * 4 / e2e["same_batch_update_seconds"]
+    )
+    # ... and against the synthetic update of the same agent, shapes, B and T.
+    assert learner["ratio_to_synthetic"] == pytest.approx(
         e2e["environment_frames_per_second"] / update["environment_frames_per_second"]
     )
     (actor,) = sections["actor"]
@@ -120,6 +146,26 @@ def test_ratios_are_computed_from_the_measured_numbers(result):
     lines = benchmark.format_ratios(ratios)
     assert any(line.startswith("learner_efficiency=") for line in lines)
     assert any(line.startswith("actor_efficiency=") for line in lines)
+
+
+@pytest.mark.timeout(240)
+def test_dedicated_run_pins_the_learner_and_the_actors_to_separate_cpus(result):
+    data, _, _ = result
+    split = benchmark.split_cpus()
+    runs = data["sections"]["end_to_end_dedicated"]
+    if split is None:  # One CPU: nothing to split; the run says so instead of measuring.
+        assert runs == []
+        return
+    (run,) = runs
+    assert run["name"].endswith("-dedicated")
+    # Observed in the child processes: the learner on the first half, actors on the second.
+    assert (run["learner_cpus"], run["actor_cpus"]) == tuple(split)
+    assert run["learner_tf_threads"] == len(split[0])
+    assert run["updates"] >= 2
+    efficiency = data["ratios"]["learner_efficiency"][run["name"]]
+    assert efficiency["ratio"] == pytest.approx(
+        run["environment_frames_per_second"] / run["same_batch_update_frames_per_second"]
+    )
 
 
 def test_vtrace_fraction_scales_by_batch_and_time_when_sizes_differ():

@@ -87,3 +87,12 @@ def test_validation_names_the_bad_field(field, value, message):
     bad = dataclasses.replace(config, learner=dataclasses.replace(config.learner, **{field: value}))
     with pytest.raises(ValueError, match=message):
         configs.validate(bad)
+
+
+@pytest.mark.parametrize("value", [-1, 20])
+def test_actor_nice_must_be_a_nice_increment(value):
+    config = configs.Config()
+    bad = dataclasses.replace(config, runtime=dataclasses.replace(config.runtime, actor_nice=value))
+    with pytest.raises(ValueError, match=r"actor_nice must be in \[0, 19\]"):
+        configs.validate(bad)
+    assert configs.validate(config).runtime.actor_nice == 0  # The learner's priority by default.

@@ -180,6 +180,7 @@ def test_killed_actor_is_restarted_and_the_run_completes(tmp_path):
         f"--logdir={logdir}",
         "--total_environment_frames=12000",
         "--agent=shallow",
+        "--actor_nice=5",
         log_path=tmp_path / "run.log",
     )
     try:
@@ -196,6 +197,11 @@ def test_killed_actor_is_restarted_and_the_run_completes(tmp_path):
             return bool(actors) and os.path.exists(path) and "playing" in _read(path)
 
         _wait_for(actor_is_running, 120, "actor 0 to play")
+        # The actor and its env workers run at a lower priority than the learner (--actor_nice).
+        expected = min(19, psutil.Process(run.pid).nice() + 5)
+        workers = actors[0].children(recursive=True)
+        assert workers, "actor 0 has no env worker processes"
+        assert [p.nice() for p in [actors[0], *workers]] == [expected] * (1 + len(workers))
         time.sleep(2.0)  # Mid-unroll.
         actors[0].send_signal(signal.SIGKILL)
         assert run.wait(timeout=200) == 0, _read(tmp_path / "run.log")
