@@ -909,7 +909,7 @@ def bench_end_to_end(
             last_batch[:] = [tensors]
             return t1 - t0
 
-        for _ in range(warmup_updates):
+        for _ in range(max(1, warmup_updates)):  # At least one: the ceiling needs a batch.
             one_update()
         # The update alone, with the actors suspended; again after the window (drift on a shared
         # or virtual machine shows as a difference between the two).
