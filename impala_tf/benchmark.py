@@ -625,15 +625,19 @@ def _spawn(spec: dict[str, Any], log_path: str | None = None) -> subprocess.Pope
             out.close()
 
 
+def _process_tree(pid: int) -> list[psutil.Process]:
+    """`pid` and its descendants; empty if `pid` has exited."""
+    try:
+        root = psutil.Process(pid)
+        return [root] + root.children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
 def _suspend_trees(children: Sequence[subprocess.Popen], suspend: bool) -> None:
     """SIGSTOPs (or SIGCONTs) each child and its descendants."""
     for child in children:
-        try:
-            root = psutil.Process(child.pid)
-            processes = [root] + root.children(recursive=True)
-        except psutil.NoSuchProcess:
-            continue
-        for process in processes:
+        for process in _process_tree(child.pid):
             try:
                 process.suspend() if suspend else process.resume()
             except psutil.NoSuchProcess:
@@ -756,13 +760,8 @@ class _RssSampler:
 
     def _sample_tree(self, pid: int) -> int:
         """RSS of `pid` and its descendants; notes their CPU affinity and nice value."""
-        try:
-            root = psutil.Process(pid)
-            processes = [root] + root.children(recursive=True)
-        except psutil.NoSuchProcess:
-            return 0
         total = 0
-        for process in processes:
+        for process in _process_tree(pid):
             try:
                 total += process.memory_info().rss
                 if self._observing.is_set():
@@ -893,6 +892,15 @@ def bench_end_to_end(
     updates, train_seconds, wait_seconds = 0, 0.0, 0.0
     lags = []
     last_batch = []
+
+    def update_alone() -> float:
+        """Seconds per update on the latest batch, with no actor running."""
+        return _timed_for(
+            lambda: learner.train_step(last_batch[0])["total_loss"].numpy(),
+            ceiling_steps,
+            ceiling_min_seconds / 2,
+        )
+
     try:
 
         def one_update() -> float:
@@ -916,11 +924,7 @@ def bench_end_to_end(
         _suspend_trees(children, True)
         try:
             time.sleep(1.0)
-            before = _timed_for(
-                lambda: learner.train_step(last_batch[0])["total_loss"].numpy(),
-                ceiling_steps,
-                ceiling_min_seconds / 2,
-            )
+            before = update_alone()
         finally:
             _suspend_trees(children, False)
         sampler.observe()
@@ -943,11 +947,7 @@ def bench_end_to_end(
         trajectory_queue.close_session()
     fps = updates * frames_per_update / window
     time.sleep(1.0)  # The stopped actors' CPU use settles.
-    after = _timed_for(
-        lambda: learner.train_step(last_batch[0])["total_loss"].numpy(),
-        ceiling_steps,
-        ceiling_min_seconds / 2,
-    )
+    after = update_alone()
     ceiling_seconds = (before + after) / 2
     name = f"e2e-{run['level'].replace('/', '-')}-{run['agent']}-{run['actors']}x{run['envs']}"
     if "tf_threads" in run:
