@@ -1,21 +1,22 @@
 """The 30 DMLab-30 levels and their human and random reference scores.
 
-Implements the official release's `dmlab30.py` data (facts 4.3): the training -> test level mapping
-(`LEVEL_MAPPING`, in the release's order), the 32 distinct level names (`ALL_LEVELS`: only
-`rooms_collect_good_objects` and `rooms_exploit_deferred_effects` have separate `_train` / `_test`
-versions), and the human and random reference scores used for the human-normalised score, keyed by
-the **test** level name and copied exactly from the release.
+The data of the official release's `dmlab30.py` (google-deepmind/scalable_agent): the training ->
+test level mapping (`LEVEL_MAPPING`, in the release's order), the 32 distinct level names
+(`ALL_LEVELS`: only `rooms_collect_good_objects` and `rooms_exploit_deferred_effects` have separate
+`_train` / `_test` versions), and the human and random reference scores used for the human-normalised
+score, keyed by the **test** level name and copied exactly from the release.
 
 The paper's Table B.1 prints the same references rounded to one decimal but with the four lasertag row
-labels permuted (facts 4.3 caveat); this module follows the release's name -> value mapping, which is
-what the official scorer used. `dmlab30.paper_results` keeps the table as printed.
+labels permuted relative to the release's names; this module follows the release's name -> value
+mapping, which is what the official scorer used. `dmlab30.paper_results` keeps the table as printed.
+The scores computed from these references are in `impala_tf.scores`.
 """
 
 from __future__ import annotations
 
 import collections
 
-# Training level -> test level, in the order of the release's `LEVEL_MAPPING` (facts 4.3).
+# Training level -> test level, in the order of the release's `LEVEL_MAPPING` (`dmlab30.py`).
 LEVEL_MAPPING: collections.OrderedDict[str, str] = collections.OrderedDict(
     [
         ("rooms_collect_good_objects_train", "rooms_collect_good_objects_test"),
@@ -62,7 +63,7 @@ ALL_LEVELS: tuple[str, ...] = tuple(sorted(set(TRAINING_LEVELS) | set(TEST_LEVEL
 # Prefix under which DeepMind Lab ships the DMLab-30 level scripts.
 LEVEL_PREFIX = "contributed/dmlab30/"
 
-# Human reference scores, keyed by test level (the release's `HUMAN_SCORES`, facts 4.3).
+# Human reference scores, keyed by test level (the release's `HUMAN_SCORES`, `dmlab30.py`).
 HUMAN_SCORES: dict[str, float] = {
     "rooms_collect_good_objects_test": 10,
     "rooms_exploit_deferred_effects_test": 85.65,
@@ -96,7 +97,7 @@ HUMAN_SCORES: dict[str, float] = {
     "explore_object_rewards_many": 106.7,
 }
 
-# Random-agent reference scores, keyed by test level (the release's `RANDOM_SCORES`, facts 4.3).
+# Random-agent reference scores, keyed by test level (the release's `RANDOM_SCORES`, `dmlab30.py`).
 RANDOM_SCORES: dict[str, float] = {
     "rooms_collect_good_objects_test": 0.073,
     "rooms_exploit_deferred_effects_test": 8.501,
@@ -132,13 +133,27 @@ RANDOM_SCORES: dict[str, float] = {
 
 
 def to_test_level(level_name: str) -> str:
-    """The test name a DMLab-30 level is scored under (training names map through LEVEL_MAPPING)."""
+    """The test name a DMLab-30 level is scored under.
+
+    Args:
+      level_name: any level name.
+
+    Returns:
+      The test name of a DMLab-30 training name (the release's `LEVEL_MAPPING`), else `level_name`.
+    """
     return LEVEL_MAPPING.get(level_name, level_name)
 
 
 def dmlab_level_path(level_name: str) -> str:
-    """The level script DeepMind Lab loads: `contributed/dmlab30/<name>` for the 32 DMLab-30 names,
-    any other name unchanged (e.g. `seekavoid_arena_01`), as the release's environment did."""
+    """The level script DeepMind Lab loads, as the release's environment did.
+
+    Args:
+      level_name: a level name.
+
+    Returns:
+      `contributed/dmlab30/<name>` for the 32 DMLab-30 names, any other name unchanged (e.g.
+      `seekavoid_arena_01`).
+    """
     if level_name in ALL_LEVELS:
         return LEVEL_PREFIX + level_name
     return level_name

@@ -1,25 +1,26 @@
-"""The paper's DMLab-30 results: Table 3 and Table B.1 (facts 5.3).
+"""The paper's DMLab-30 results: Table 3 and Table B.1, as printed.
 
 `TABLE_3`: mean capped human-normalised test score (percent) per architecture.
 
 `TABLE_B1_ROWS`: Table B.1 row by row, in the printed order and with the printed labels, plus the
-level each row is stored under in this code base.
+level each row is stored under in this code base. `impala_tf.scores.table_b1_mean_capped_score`
+recomputes the table's mean capped score from these rows.
 
-The lasertag caveat (facts 4.3, UNVERIFIED which labelling is true): Table B.1 prints the four lasertag
-rows labelled one_opponent_large, three_oponents_large (sic), one_opponent_small,
-three_opponents_small, but their Human / Random columns (12.7 / -0.2, 18.6 / -0.2, 18.6 / -0.1,
-31.5 / -0.1) are the release's references of one_opponent_small (12.65 / -0.224),
+The lasertag caveat (which labelling is true is unverified): Table B.1 prints the four lasertag rows
+labelled one_opponent_large, three_oponents_large (sic), one_opponent_small, three_opponents_small,
+but their Human / Random columns (12.7 / -0.2, 18.6 / -0.2, 18.6 / -0.1, 31.5 / -0.1) are the
+references that the official release's `dmlab30.py` gives one_opponent_small (12.65 / -0.224),
 three_opponents_small (18.55 / -0.214), one_opponent_large (18.6 / -0.083) and
 three_opponents_large (31.5 / -0.102). Choice made here: a printed row is treated as internally
 consistent (its scores belong with its references), so each row is stored under the release name whose
 references it prints (`TableB1Row.level`); the printed label is kept in `TableB1Row.printed_name`
 (also with the paper's "pyschlab"-style spellings where present) so a report can show both. The
 recomputed mean capped scores do not depend on this choice, since each row carries its own references.
-"""
 
+Pure data: this module imports only the standard library.
+"""
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 # Table 3: DMLab-30 test, mean capped human-normalised score in percent (500 episodes per task).
@@ -169,31 +170,19 @@ TABLE_B1_COLUMNS: dict[str, str] = {
 }
 
 
-def table_b1_mean_capped_score(column: str, per_level_cap: float | None = 100.0) -> float:
-    """Recomputes a Table B.1 column's mean capped normalised score from the printed (rounded) rows.
-
-    Each row is normalised with its own printed Human and Random values (App. B:
-    `min(cap, (s - r) / (h - r) * 100)`), then averaged over the 30 rows.
+def table_b1_level_returns(column: str) -> dict[str, list[float]]:
+    """A Table B.1 score column as per-level returns, one "return" per level.
 
     Args:
-      column: `"experts"` or `"impala"`.
-      per_level_cap: per-level upper bound in percent, or None.
+      column: `"experts"` or `"impala"` (see `TABLE_B1_COLUMNS`).
 
     Returns:
-      The mean in percent (facts 5.3 derive 44.4 and 49.3 from the rounded values).
+      Release test name -> `[printed score]`, e.g. for
+      `impala_tf.scores.compute_human_normalized_score`.
+
+    Raises:
+      ValueError: an unknown column.
     """
-    if column not in TABLE_B1_COLUMNS:
-        raise ValueError(f"column={column!r}; expected one of {sorted(TABLE_B1_COLUMNS)}")
-    scores = []
-    for row in TABLE_B1_ROWS:
-        score = (getattr(row, column) - row.random) / (row.human - row.random) * 100.0
-        scores.append(score if per_level_cap is None else min(score, per_level_cap))
-    return math.fsum(scores) / len(scores)
-
-
-def table_b1_level_returns(column: str) -> dict[str, list[float]]:
-    """A Table B.1 column as `level_returns` for `dmlab30.compute_human_normalized_score`
-    (one "return" per level, keyed by the release's test names)."""
     if column not in TABLE_B1_COLUMNS:
         raise ValueError(f"column={column!r}; expected one of {sorted(TABLE_B1_COLUMNS)}")
     return {row.level: [getattr(row, column)] for row in TABLE_B1_ROWS}

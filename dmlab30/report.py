@@ -1,4 +1,4 @@
-"""Reproduces the paper's DMLab-30 tables from evaluation results: Table 3 and Table B.1 (facts 5.3).
+"""Reproduces the paper's DMLab-30 tables from evaluation results: Table 3 and Table B.1.
 
 Usage::
 
@@ -6,12 +6,12 @@ Usage::
         [--output=PATH] [--allow_missing]
 
 Each results file (schema in `impala_tf.reports.common`, produced by `--mode=test`) becomes one
-"ours" column named by its file stem. Scoring is the paper's (App. B) and the release's
-(`dmlab30.scoring`, facts 4.3): per level the mean episode return, normalised against the release's
-human and random references, `(mean - random) / (human - random) * 100`; the capped score caps each
-level at 100 % from above (no lower bound) and averages over the 30 test levels. Training level names
-count for their test names (the release does the same; note the two split levels' test versions are
-harder, facts 4.3), and non-DMLab-30 levels in the file are listed and ignored.
+"ours" column named by its file stem. Scoring (`impala_tf.scores`) is the paper's (appendix B) and
+the official release's (`dmlab30.py`): per level the mean episode return, normalised against the
+release's human and random references, `(mean - random) / (human - random) * 100`; the capped score
+caps each level at 100 % from above (no lower bound) and averages over the 30 test levels. Training
+level names count for their test names (the release does the same; note the two split levels' test
+versions are harder), and non-DMLab-30 levels in the file are listed and ignored.
 
 By default every one of the 30 levels must have at least one return (the paper's definition): a
 missing level is an error naming all missing levels. `--allow_missing` renders the levels present,
@@ -21,25 +21,28 @@ Table B.1 columns: Human and Random are the release's references (the ones used 
 paper prints them rounded), Experts and IMPALA are the paper's printed test scores
 (IMPALA-Experts deep, and IMPALA deep PBT), then per results file: our mean return, our normalised
 score (uncapped, %) and our return minus the paper's IMPALA return. Rows follow the release's level
-names; the four lasertag rows are printed with permuted labels in the paper (facts 4.3 caveat;
-`dmlab30.paper_results`) and are marked.
+names; the four lasertag rows are printed with labels permuted relative to the release's references
+in the paper (`dmlab30.paper_results`) and are marked.
 
 The output ends with the first results file's `Mean uncapped human-normalised score: Y%` and, as the
 very last line, `Mean capped human-normalised score: X%`.
-"""
 
+Imports: this script sits on top, importing `impala_tf.scores` and `impala_tf.reports.common`;
+nothing of `impala_tf` imports it.
+"""
 from __future__ import annotations
 
 import dataclasses
 import sys
 from collections.abc import Sequence
 
-from dmlab30 import levels, paper_results, scoring
+from dmlab30 import levels, paper_results
+from impala_tf import scores as scoring
 from impala_tf.reports import common
 from impala_tf.reports.common import Column, EvaluationResults, Report, Table
 
 NUM_LEVELS = len(levels.TEST_LEVELS)
-PAPER_EPISODES_PER_LEVEL = 500  # Table 3 (facts 5.3).
+PAPER_EPISODES_PER_LEVEL = 500  # The paper's Table 3 caption: 500 episodes per level.
 CAPPED_LABEL = "Mean capped human-normalised score"
 UNCAPPED_LABEL = "Mean uncapped human-normalised score"
 
@@ -81,43 +84,31 @@ def score_results(results: EvaluationResults, allow_missing: bool = False) -> DM
       ValueError: naming every missing level (unless `allow_missing`), or a level given under both
         its training and its test name.
     """
-    by_test: dict[str, list[float]] = {}
-    given_as: dict[str, str] = {}
-    ignored: list[str] = []
-    training_names: list[str] = []
-    for name, returns in results.returns.items():
-        test_name = levels.to_test_level(name)
-        if test_name not in levels.HUMAN_SCORES:
-            ignored.append(name)
-            continue
-        if test_name in by_test:
-            raise ValueError(
-                f"{results.name}: DMLab-30 level {test_name!r} given twice (as "
-                f"{given_as[test_name]!r} and {name!r})"
-            )
-        if name != test_name:
-            training_names.append(name)
-        by_test[test_name] = list(returns)
-        given_as[test_name] = name
-    missing = [level for level in levels.TEST_LEVELS if not by_test.get(level)]
+    try:
+        split = scoring.split_returns(results.returns, scoring.DMLAB30)
+    except ValueError as error:
+        raise ValueError(f"{results.name}: {error}") from error
+    missing = split.missing
     if missing and not allow_missing:
         raise ValueError(
             f"{results.name}: {len(missing)} of the {NUM_LEVELS} DMLab-30 levels missing or without "
             f"returns: {', '.join(missing)}. The paper's score needs all {NUM_LEVELS} test levels "
             "(pass --allow_missing to render the others without a mean)."
         )
-    mean_returns: dict[str, float | None] = {}
-    normalized: dict[str, float | None] = {}
-    for level in levels.TEST_LEVELS:
-        mean = results.mean_return(given_as[level]) if level in given_as else None
-        mean_returns[level] = mean
-        normalized[level] = None if mean is None else scoring.normalize(level, mean)
+    means = split.mean_returns()
+    per_level = scoring.normalized_scores(split.returns, scoring.DMLAB30)
     capped = uncapped = None
     if not missing:
-        capped = scoring.compute_human_normalized_score(by_test, per_level_cap=100.0)
-        uncapped = scoring.compute_human_normalized_score(by_test, per_level_cap=None)
+        capped = scoring.compute_human_normalized_score(split.returns, scoring.DMLAB30_CAP)
+        uncapped = scoring.compute_human_normalized_score(split.returns, None)
     return DMLab30Scores(
-        mean_returns, normalized, capped, uncapped, missing, sorted(ignored), training_names
+        mean_returns={level: means.get(level) for level in levels.TEST_LEVELS},
+        normalized={level: per_level.get(level) for level in levels.TEST_LEVELS},
+        capped=capped,
+        uncapped=uncapped,
+        missing=missing,
+        ignored=split.ignored,
+        training_names=[name for key, name in split.given_as.items() if name != key],
     )
 
 
@@ -193,7 +184,8 @@ def table_b1(results: Sequence[EvaluationResults], scores: Sequence[DMLab30Score
         "`<name>`: our mean episode return; `norm.`: our human-normalised score (uncapped); "
         "`- IMPALA`: our return minus the paper's IMPALA return (mean rows: percentage points).",
         "† the paper's lasertag row labels are permuted relative to the release's references "
-        "(facts 4.3; which is right is UNVERIFIED); rows here follow the release names: "
+        "(the release's `dmlab30.py`; which is right is unverified); rows here follow the release "
+        "names: "
         + "; ".join(relabelled)
         + ".",
     ]

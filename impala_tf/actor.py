@@ -26,6 +26,10 @@ def _to_numpy(nest: Any) -> Any:
     return tree.map_structure(lambda t: t.numpy() if hasattr(t, "numpy") else np.asarray(t), nest)
 
 
+class NonFiniteLogitsError(RuntimeError):
+    """The agent produced NaN or infinite logits (the actor does not act on them)."""
+
+
 class InferenceStep:
     """The actor's batched policy step, compiled once, with as little per-step Python as possible.
 
@@ -148,9 +152,13 @@ class Actor:
         return self._num_envs
 
     def _step_agent(self) -> None:
-        self._agent_output, self._core_state = self._policy(
-            self._agent_output.action, self._env_output, self._core_state
-        )
+        output, state = self._policy(self._agent_output.action, self._env_output, self._core_state)
+        if not np.isfinite(output.policy_logits).all():
+            raise NonFiniteLogitsError(
+                f"actor {self._actor_id}: the policy's logits are not finite with the weights of "
+                f"version {self.params_version}; refusing to act on them"
+            )
+        self._agent_output, self._core_state = output, state
 
     def unroll(self) -> list[structures.Trajectory]:
         """Plays T steps in every environment; returns E trajectories of T+1 steps (numpy)."""

@@ -1,29 +1,27 @@
-"""Atari-57: game names, reference scores, human-normalised scores and the paper's Atari tables.
+"""Atari-57 data: the 57 games, their reference scores and the paper's Atari tables.
 
-Implements the scoring of the IMPALA paper's Atari experiments (section 5.3.2, Table 4, Appendix C):
-the 57 games and their (random, human) reference scores (facts 10), the human-normalised score
-`100 * (score - random) / (human - random)` in percent, its median and mean over the 57 games, and,
-as data for reports, Table 4 (median / mean per agent, facts 5.4) and Table C.1 (raw scores per game
-per agent after 200 M frames with up to 30 no-op starts, facts 5.4), copied as printed.
+Data for the IMPALA paper's Atari experiments (section 5.3.2, Table 4, appendix C): the 57 games and
+their random and human reference scores, those of the DQN line of work (Mnih et al. 2015; van
+Hasselt et al. 2016) against which the paper's human-normalised scores are computed, and, copied as
+printed, Table 4 (median / mean human-normalised score per agent) and Table C.1 (raw score per game
+per agent after 200 M frames, up to 30 no-op starts). The scores themselves (per game, median, mean)
+are computed by `impala_tf.scores`.
 
-Reference-score caveat (facts 5.4, 10): `RANDOM_SCORES` keeps video_pinball's random score 16256.9
-as published with the DQN line of work. Its human - random gap is then only 1411 points, so a strong
-agent's video_pinball score dominates the mean (IMPALA deep: 1592 % instead of the printed 957.6 %).
-The paper's printed means are reproduced (within the rounding of the reference scores) with random
-video_pinball = 0: pass `random_overrides=PAPER_MEAN_RANDOM_OVERRIDES`. Medians are unaffected.
+Reference-score caveat: `RANDOM_SCORES` keeps video_pinball's random score 16256.9 as published with
+the DQN line of work. Its human - random gap is then only 1411 points, so a strong agent's
+video_pinball score dominates the mean (IMPALA deep: 1592 % instead of Table 4's 957.6 %). The
+paper's Table 4 means are reproduced from its Table C.1 (within the rounding of the reference
+scores) with random video_pinball = 0: `PAPER_MEAN_RANDOM_OVERRIDES`. Medians are unaffected.
 
 This module imports only the standard library, so environment workers and report scripts can use it.
 """
-
 from __future__ import annotations
 
 import difflib
-import math
-import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable
 from typing import NamedTuple
 
-# Facts 10, in the order of the table (alphabetical).
+# The 57 games, in alphabetical order (the order of the paper's Table C.1).
 GAMES: tuple[str, ...] = (
     "alien",
     "amidar",
@@ -84,7 +82,7 @@ GAMES: tuple[str, ...] = (
     "zaxxon",
 )
 
-# Random-agent scores (facts 10).
+# Random-agent scores (DQN line of work: Mnih et al. 2015; van Hasselt et al. 2016).
 RANDOM_SCORES: dict[str, float] = {
     "alien": 227.8,
     "amidar": 5.8,
@@ -145,7 +143,7 @@ RANDOM_SCORES: dict[str, float] = {
     "zaxxon": 32.5,
 }
 
-# Human scores (facts 10).
+# Human scores (DQN line of work: Mnih et al. 2015; van Hasselt et al. 2016).
 HUMAN_SCORES: dict[str, float] = {
     "alien": 7127.7,
     "amidar": 1719.5,
@@ -274,7 +272,7 @@ TABLE_C1_AGENTS: tuple[str, ...] = (
     "IMPALA (deep)",
 )
 
-# Table C.1: raw score per agent and game (None where the paper prints N/A).
+# The paper's Table C.1: raw score per agent and game (None where the paper prints N/A).
 TABLE_C1: dict[str, dict[str, float | None]] = {
     agent: {game: row[i] for game, row in _TABLE_C1_ROWS.items()}
     for i, agent in enumerate(TABLE_C1_AGENTS)
@@ -282,7 +280,7 @@ TABLE_C1: dict[str, dict[str, float | None]] = {
 
 
 class Table4Row(NamedTuple):
-    """One row of Table 4: human-normalised scores in percent over the 57 games (facts 5.4).
+    """One row of the paper's Table 4: human-normalised scores in percent over the 57 games.
 
     Attributes:
       median: the median, or None where the paper prints N/A.
@@ -297,7 +295,7 @@ class Table4Row(NamedTuple):
 
 _GARBLED = "median cell garbled in the available copy of the paper"
 
-# Table 4 (facts 5.4). Medians marked UNVERIFIED were not readable in the available copy.
+# The paper's Table 4, as printed. Medians marked UNVERIFIED were not readable in the available copy.
 TABLE_4: dict[str, Table4Row] = {
     "A3C, shallow, experts": Table4Row(54.9, 285.9, f"UNVERIFIED median ({_GARBLED}; from memory)"),
     "A3C, deep, experts": Table4Row(117.9, 503.6, f"UNVERIFIED median ({_GARBLED}; from memory)"),
@@ -319,7 +317,13 @@ TABLE_4_FROM_C1: dict[str, str] = {
 
 
 def game_name(name: str) -> str:
-    """The bare game name (`pong`) of `pong` or `atari/pong`.
+    """The bare game name of a game given as `pong` or `atari/pong`.
+
+    Args:
+      name: `<game>` or `atari/<game>`.
+
+    Returns:
+      The bare game name, e.g. `pong`.
 
     Raises:
       ValueError: if the name is not one of the 57 games (the message suggests close names).
@@ -332,118 +336,35 @@ def game_name(name: str) -> str:
     return bare
 
 
-# Random scores under which the paper's Table 4 means are reproduced from Table C.1 (facts 5.4).
+# Random scores under which the paper's Table 4 means are reproduced from its Table C.1 (see the
+# module docstring): pass as `random_overrides` to `impala_tf.scores.atari57_mean_score`.
 PAPER_MEAN_RANDOM_OVERRIDES: dict[str, float] = {"video_pinball": 0.0}
-
-ScoreOverrides = Mapping[str, float] | None
-
-
-def human_normalized_score(
-    game: str, score: float, random_overrides: ScoreOverrides = None
-) -> float:
-    """Human-normalised score in percent: `100 * (score - random) / (human - random)` (facts 10).
-
-    Args:
-      game: `pong` or `atari/pong`.
-      score: a raw (unclipped) episode return, or the mean of several.
-      random_overrides: bare game name -> random score replacing `RANDOM_SCORES` (e.g.
-        `PAPER_MEAN_RANDOM_OVERRIDES`).
-
-    Returns:
-      float, 0 at the random agent's score and 100 at the human's.
-    """
-    bare = game_name(game)
-    random = (random_overrides or {}).get(bare, RANDOM_SCORES[bare])
-    human = HUMAN_SCORES[bare]
-    return 100.0 * (float(score) - random) / (human - random)
-
-
-def _mean_score(game: str, returns: float | Sequence[float]) -> float:
-    if isinstance(returns, int | float):
-        values = [float(returns)]
-    else:
-        values = [float(x) for x in returns]
-    if not values:
-        raise ValueError(f"no returns for game {game!r}")
-    if any(not math.isfinite(x) for x in values):
-        raise ValueError(f"non-finite return for game {game!r}: {values}")
-    return sum(values) / len(values)
-
-
-def normalized_scores(
-    game_returns: Mapping[str, float | Sequence[float]], random_overrides: ScoreOverrides = None
-) -> dict[str, float]:
-    """Per-game human-normalised score (percent) of the mean episode return.
-
-    Args:
-      game_returns: game (`pong` or `atari/pong`) -> raw episode returns (a sequence, averaged as in
-        the paper's 200 evaluation episodes) or a single already-averaged score.
-      random_overrides: see `human_normalized_score`.
-
-    Returns:
-      Bare game name -> human-normalised score in percent, for the games given.
-
-    Raises:
-      ValueError: for an unknown game, a game given twice (bare and prefixed), or no returns.
-    """
-    result: dict[str, float] = {}
-    for name, returns in game_returns.items():
-        bare = game_name(name)
-        if bare in result:
-            raise ValueError(f"game {bare!r} given more than once")
-        score = _mean_score(bare, returns)
-        result[bare] = human_normalized_score(bare, score, random_overrides)
-    return result
-
-
-def _all_57(
-    game_returns: Mapping[str, float | Sequence[float]], random_overrides: ScoreOverrides
-) -> list[float]:
-    scores = normalized_scores(game_returns, random_overrides)
-    missing = [g for g in GAMES if g not in scores]
-    if missing:
-        raise ValueError(f"{len(missing)} of the 57 games missing: {', '.join(missing)}")
-    return [scores[g] for g in GAMES]
-
-
-def median_human_normalized_score(
-    game_returns: Mapping[str, float | Sequence[float]], random_overrides: ScoreOverrides = None
-) -> float:
-    """Median over the 57 games of the human-normalised score, in percent (Table 4).
-
-    Args:
-      game_returns: see `normalized_scores`; must cover all 57 games.
-      random_overrides: see `human_normalized_score`.
-
-    Raises:
-      ValueError: naming the missing games if any of the 57 is absent, or for unknown games.
-    """
-    return float(statistics.median(_all_57(game_returns, random_overrides)))
-
-
-def mean_human_normalized_score(
-    game_returns: Mapping[str, float | Sequence[float]], random_overrides: ScoreOverrides = None
-) -> float:
-    """Mean over the 57 games of the human-normalised score, in percent (Table 4).
-
-    Args:
-      game_returns: see `normalized_scores`; must cover all 57 games.
-      random_overrides: see `human_normalized_score` (`PAPER_MEAN_RANDOM_OVERRIDES` reproduces the
-        paper's means).
-
-    Raises:
-      ValueError: naming the missing games if any of the 57 is absent, or for unknown games.
-    """
-    return float(statistics.fmean(_all_57(game_returns, random_overrides)))
 
 
 def table_c1_scores(agent: str) -> dict[str, float]:
-    """Table C.1's raw scores of `agent` (one of `TABLE_C1_AGENTS`), skipping N/A cells."""
+    """The paper's Table C.1 raw scores of one agent, skipping N/A cells.
+
+    Args:
+      agent: one of `TABLE_C1_AGENTS`.
+
+    Returns:
+      Bare game -> raw score, for the games the paper prints a score for.
+
+    Raises:
+      ValueError: an unknown agent.
+    """
     if agent not in TABLE_C1:
         raise ValueError(f"unknown Table C.1 agent {agent!r}; expected one of {TABLE_C1_AGENTS}")
     return {g: s for g, s in TABLE_C1[agent].items() if s is not None}
 
 
 def level_names(games: Iterable[str] = GAMES) -> list[str]:
-    """`atari/<game>` level names of `games` (all 57 by default)."""
+    """The `atari/<game>` level names of games.
+
+    Args:
+      games: bare or prefixed game names (all 57 by default).
+
+    Returns:
+      The `atari/<game>` names, in the order given.
+    """
     return [f"atari/{game_name(g)}" for g in games]

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import collections
 import csv
+import io
 import math
 import os
+import sys
 import time
 from collections.abc import Iterable
 
 import tensorflow as tf
 
+from impala_tf import rundir
 from impala_tf.structures import EpisodeRecord
 
 EPISODES_CSV_FIELDS = (
@@ -51,22 +54,45 @@ def ensure_writable_logdir(logdir: str) -> str:
 
 
 class EpisodeLog:
-    """Appends finished episodes to `<logdir>/episodes.csv` (kept across restarts)."""
+    """Appends finished episodes to `<logdir>/episodes.csv`, kept across restarts; loses nothing.
 
-    def __init__(self, logdir: str, num_action_repeats: int):
-        self.path = os.path.join(logdir, "episodes.csv")
+    - Resume: rows logged after the restored frame count (`resume_frames`) are dropped on open, so
+      frames replayed after a crash are not logged twice; a half-written last row is dropped too.
+    - Full disk: a failed write is reported (once per run of failures), the partial row is cut off
+      and training goes on; the episodes of that write are counted in `lost_episodes`.
+    - A deleted (or replaced) file is recreated with its header before the next write.
+    """
+
+    def __init__(self, logdir: str, num_action_repeats: int, resume_frames: int | None = None):
+        self.path = os.path.join(logdir, rundir.EPISODES)
         self._repeats = num_action_repeats
-        new_file = not os.path.exists(self.path) or os.path.getsize(self.path) == 0
+        self.lost_episodes = 0
+        self._failing = False
+        if resume_frames is not None:
+            _drop_rows_after(self.path, resume_frames)
+        self._file = None
+        self._open()
+
+    def _open(self) -> None:
+        if self._file is not None:
+            self._file.close()
         self._file = open(self.path, "a", newline="")
-        self._writer = csv.writer(self._file)
-        if new_file:
-            self._writer.writerow(EPISODES_CSV_FIELDS)
+        if self._file.tell() == 0:
+            self._file.write(_csv_line(EPISODES_CSV_FIELDS))
             self._file.flush()
+
+    def _file_was_replaced(self) -> bool:
+        try:
+            on_disk = os.stat(self.path)
+        except FileNotFoundError:
+            return True
+        mine = os.fstat(self._file.fileno())
+        return (on_disk.st_dev, on_disk.st_ino) != (mine.st_dev, mine.st_ino)
 
     def write(self, environment_frames: int, episodes: Iterable[EpisodeRecord]) -> None:
         now = time.time()
-        for episode in episodes:
-            self._writer.writerow(
+        rows = [
+            _csv_line(
                 (
                     int(environment_frames),
                     episode.level_name,
@@ -76,10 +102,88 @@ class EpisodeLog:
                     f"{now:.3f}",
                 )
             )
-        self._file.flush()
+            for episode in episodes
+        ]
+        if not rows:
+            return
+        size = None
+        try:
+            if self._file_was_replaced():
+                self._open()
+            size = self._file.tell()
+            self._file.write("".join(rows))
+            self._file.flush()
+        except OSError as error:
+            self.lost_episodes += len(rows)
+            self._cut_to(size)
+            if not self._failing:
+                print(
+                    f"error: cannot write {self.path} ({error}); training goes on, episodes are "
+                    "not logged until writing works again",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            self._failing = True
+            return
+        if self._failing:
+            print(f"{self.path} is written again ({self.lost_episodes} episodes were lost)")
+            self._failing = False
+
+    def _cut_to(self, size: int | None) -> None:
+        """Drops what a failed write left after `size` bytes (no half rows)."""
+        try:
+            self._file.close()
+        except OSError:
+            pass
+        self._file = None
+        try:
+            if size is not None:
+                os.truncate(self.path, size)
+            self._open()
+        except OSError:
+            self._file = open(os.devnull, "w")  # Retried (and replaced) at the next write.
 
     def close(self) -> None:
-        self._file.close()
+        try:
+            self._file.close()
+        except OSError:
+            pass
+
+
+def _csv_line(values: Iterable[object]) -> str:
+    buffer = io.StringIO()
+    csv.writer(buffer).writerow(values)
+    return buffer.getvalue()
+
+
+def _drop_rows_after(path: str, frames: int) -> int:
+    """Rewrites `path` without the rows logged after `frames` (and without a half last row).
+
+    Returns the number of rows dropped.
+    """
+    if not os.path.exists(path):
+        return 0
+    with open(path, newline="") as f:
+        lines = f.read().splitlines(keepends=True)
+    complete = [line for line in lines if line.endswith(("\n", "\r"))]
+    cut_short = len(complete) != len(lines)  # A last row cut short by a crash.
+    if not complete:
+        return 0
+    header, rows = complete[0], complete[1:]
+    kept = [row for row in rows if _row_frames(row) <= frames]
+    if cut_short or len(kept) != len(rows):
+        tmp = f"{path}.tmp"
+        with open(tmp, "w", newline="") as f:
+            f.write(header + "".join(kept))
+        os.replace(tmp, path)
+    return len(rows) - len(kept)
+
+
+def _row_frames(line: str) -> int:
+    try:
+        return int(line.split(",", 1)[0])
+    except ValueError:
+        return 0
 
 
 def read_episodes(path: str) -> list[dict[str, object]]:

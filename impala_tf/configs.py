@@ -1,86 +1,238 @@
-"""Configuration objects and the paper's configurations as named presets.
+"""The configuration of a run: frozen sections, the paper's presets, and how a run's settings resolve.
 
-Flags are read only in `impala_tf.experiment`, which resolves a preset, applies explicit flags on top,
-validates, and passes these frozen objects down. Defaults are the official release's flag defaults
-(facts 6.7) unless a comment says otherwise; presets carry the paper's settings (facts section 3).
+Every setting is one dataclass field here, with its help text, bounds and (for most) a command-line
+flag of the same name: `impala_tf.experiment` generates its flags from these fields, so adding a
+setting touches this module only. Flags are read only in the entry point, which resolves a `Config`
+and passes it down.
 
-This module imports no TensorFlow: environment worker processes receive `EnvConfig`.
+A run's settings resolve in this order (`resolve`), each value remembering where it came from:
+
+1. the field's default (the official release's flag default where it had the flag);
+2. the preset: `--preset`, or else the one the level implies (`preset_for_level`: a DeepMind Lab
+   level -> `dmlab`, `dmlab30` -> `dmlab30`, `atari/<game>` -> `atari`, `atari57` -> `atari57`,
+   `toy/<task>` -> `toy`; no level at all -> `toy`), so the release's own command lines get the
+   paper's settings without `--preset`;
+3. flags given on the command line;
+4. facts of the environment (`impala_tf.envs.complete_config`): its kind, number of actions, whether
+   the agent reads instructions, and the action repeat of toy tasks (one frame per step).
+
+Presets carry the paper's settings: Table D.3 and the release's README for DeepMind Lab, Table G.1
+for Atari. This module imports no TensorFlow: environment worker processes receive `EnvConfig`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
+import math
+import os
+import types
+import typing
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 REWARD_CLIPPING_MODES = ("abs_one", "soft_asymmetric", "paper_caption", "none")
 AGENTS = ("deep", "shallow")
+KINDS = ("toy", "atari", "dmlab")
+DEFAULT_PRESET = "toy"
+
+SOURCE_DEFAULT = "default"
+SOURCE_FLAG = "flag"
+SOURCE_ENVIRONMENT = "environment"
+
+
+def setting(
+    default: Any,
+    help: str,  # noqa: A002 - the flag's help text.
+    *,
+    lower: float | None = None,
+    upper: float | None = None,
+    choices: tuple[str, ...] | None = None,
+    flag: bool = True,
+    open_upper: bool = False,
+) -> Any:
+    """A config field with what its flag and validation need.
+
+    Args:
+      default: the value when neither a preset nor a flag sets it.
+      help: one sentence for `--helpfull` (cite the paper where the value comes from it).
+      lower, upper: inclusive bounds of numbers (`open_upper`: the upper bound is exclusive).
+      choices: allowed strings.
+      flag: False for values resolved from the environment (no command-line flag).
+    """
+    metadata = {
+        "help": help,
+        "lower": lower,
+        "upper": upper,
+        "open_upper": open_upper,
+        "choices": choices,
+        "flag": flag,
+    }
+    return dataclasses.field(default=default, metadata=metadata)
 
 
 @dataclasses.dataclass(frozen=True)
 class EnvConfig:
-    """How environments are built (facts 1.4, 3.4, 4.2)."""
+    """How environments are built (paper Table D.3 for DeepMind Lab, Table G.1 for Atari)."""
 
-    level_name: str = "explore_goal_locations_small"  # A level, or a suite: `dmlab30`, `atari57`.
-    num_action_repeats: int = 4  # DMLab `num_steps`; Atari frame skip.
-    width: int = 96  # DMLab observation width (Table D.3).
-    height: int = 72  # DMLab observation height (Table D.3).
-    dataset_path: str = ""  # Brady/Konkle/Oliva 2008 images for the psychlab levels.
-    level_cache_dir: str = ""  # Optional DMLab level cache (fetch/write protocol); "" = none.
-    atari_noop_max: int = 30  # Evaluation: up to this many no-ops at episode start (Table G.1).
-    atari_max_episode_frames: int = 108_000  # 30 minutes of play (Table G.1).
-    atari_full_action_set: bool = (
-        False  # True for multi-task (18 actions); minimal sets for experts.
+    level_name: str = setting(
+        "toy/catch",
+        "A level (`explore_goal_locations_small`, `atari/pong`, `toy/catch`) or a suite (`dmlab30`, "
+        "`atari57`). Without --preset, the level chooses the preset.",
     )
+    num_action_repeats: int = setting(
+        4, "Environment frames per agent step (paper Tables D.3 and G.1: 4).", lower=1, upper=100
+    )
+    width: int = setting(96, "DeepMind Lab observation width (Table D.3).", lower=8, upper=4096)
+    height: int = setting(72, "DeepMind Lab observation height (Table D.3).", lower=8, upper=4096)
+    dataset_path: str = setting(
+        "", "Brady/Konkle/Oliva 2008 images for DMLab-30's psychlab levels."
+    )
+    level_cache_dir: str = setting("", "DeepMind Lab level cache directory ('' = none).")
+    atari_noop_max: int = setting(
+        30, "Evaluation: up to this many no-ops at an Atari game's start (Table G.1).", lower=0
+    )
+    atari_max_episode_frames: int = setting(
+        108_000, "Atari games end after this many frames (30 minutes; 0 = no cap).", lower=0
+    )
+    atari_full_action_set: bool = setting(
+        False, "All 18 Atari actions (the multi-task agent) instead of each game's minimal set."
+    )
+    kind: str = setting("", "toy, atari or dmlab (from the level).", choices=KINDS, flag=False)
 
 
 @dataclasses.dataclass(frozen=True)
 class AgentConfig:
-    """Which network (facts section 1)."""
+    """Which network (paper section 5, Figure 3)."""
 
-    agent: str = "deep"  # `deep` (ResNet, 15 convs) or `shallow` (2 convs DMLab, 3 convs Atari).
-    use_lstm: bool = True  # LSTM-256 core; the paper's Atari agents are feed-forward.
-    use_instruction: bool = False  # The DMLab language encoder (set for DMLab levels).
-    num_actions: int = 9  # Filled in from the environment.
+    agent: str = setting(
+        "deep", "Network: deep (ResNet, 15 convolutions) or shallow (Figure 3).", choices=AGENTS
+    )
+    use_lstm: bool = setting(True, "LSTM-256 core (the paper's Atari agents are feed-forward).")
+    use_instruction: bool = setting(
+        False, "DMLab language encoder (DeepMind Lab levels).", flag=False
+    )
+    num_actions: int = setting(0, "Number of actions (from the environment).", flag=False)
 
 
 @dataclasses.dataclass(frozen=True)
 class LearnerConfig:
-    """Losses, V-trace and optimiser (facts 2.4, 2.5, 3.6)."""
+    """Losses, V-trace and optimiser (paper section 4, Tables D.1, D.3, G.1)."""
 
-    batch_size: int = 32  # Trajectories per update (Table D.3); the release's default was 2.
-    unroll_length: int = 100  # T, agent steps per trajectory (Table D.3).
-    discounting: float = 0.99  # gamma.
-    baseline_cost: float = 0.5  # Table D.3 "Baseline loss scaling".
-    entropy_cost: float = 0.00025  # Release default.
-    reward_clipping: str = "abs_one"  # One of REWARD_CLIPPING_MODES.
-    learning_rate: float = 0.00048  # Release default; annealed linearly to 0 over the frames.
-    decay: float = 0.99  # RMSProp decay.
-    momentum: float = 0.0  # RMSProp momentum.
-    epsilon: float = 0.1  # RMSProp epsilon (inside the square root).
-    grad_norm_clipping: float = 0.0  # Global-norm clip; 0 = none (DMLab); 40 for Atari (Table G.1).
-    total_environment_frames: int = 1_000_000_000  # LR schedule horizon and stopping point.
-    clip_rho_threshold: float | None = 1.0  # rho-bar (section 5.2.2: 1 worked best).
-    clip_pg_rho_threshold: float | None = 1.0  # rho-bar of the policy-gradient advantage.
-    vtrace_lambda: float = 1.0  # Remark 2; the paper and release use 1.
+    batch_size: int = setting(
+        32, "Trajectories per learner update (Table D.3: 32).", lower=1, upper=4096
+    )
+    unroll_length: int = setting(
+        100, "Agent steps per trajectory, T (Table D.3: 100; Table G.1: 20).", lower=1, upper=10_000
+    )
+    discounting: float = setting(0.99, "Discount factor gamma (Table D.3).", lower=0.0, upper=1.0)
+    baseline_cost: float = setting(
+        0.5, "Baseline loss scaling (Table D.3: 0.5).", lower=0.0, upper=1e3
+    )
+    entropy_cost: float = setting(
+        0.00025, "Entropy loss coefficient (the release's default).", lower=0.0, upper=1e3
+    )
+    reward_clipping: str = setting(
+        "abs_one",
+        "Reward clipping of the loss: abs_one (Table D.3, single tasks), soft_asymmetric (the "
+        "release's optimistic asymmetric clipping, DMLab-30), paper_caption (Figure D.1's caption) "
+        "or none.",
+        choices=REWARD_CLIPPING_MODES,
+    )
+    learning_rate: float = setting(
+        0.00048,
+        "Initial RMSProp learning rate, annealed linearly to 0 over the frames (release default).",
+        lower=0.0,
+        upper=1.0,
+    )
+    decay: float = setting(
+        0.99, "RMSProp decay (the release's default).", lower=0.0, upper=1.0, open_upper=True
+    )
+    momentum: float = setting(
+        0.0, "RMSProp momentum (Table D.3: 0).", lower=0.0, upper=1.0, open_upper=True
+    )
+    epsilon: float = setting(
+        0.1, "RMSProp epsilon, inside the square root (Table D.3: 0.1; G.1: 0.01).", upper=10.0
+    )
+    grad_norm_clipping: float = setting(
+        0.0, "Global gradient-norm clip; 0 disables (DMLab; Table G.1: 40 for Atari).", lower=0.0
+    )
+    total_environment_frames: int = setting(
+        1_000_000_000,
+        "Environment frames to train for; the learning rate reaches 0 there.",
+        lower=1,
+        upper=10**14,
+    )
+    clip_rho_threshold: float | None = setting(
+        1.0, "V-trace rho-bar (section 5.2.2: 1 worked best); <= 0 disables clipping.", upper=1e6
+    )
+    clip_pg_rho_threshold: float | None = setting(
+        1.0, "Rho-bar of the policy-gradient advantage; <= 0 disables clipping.", upper=1e6
+    )
+    vtrace_lambda: float = setting(
+        1.0, "V-trace lambda (Remark 2); the paper uses 1.", lower=0.0, upper=1.0
+    )
 
 
 @dataclasses.dataclass(frozen=True)
 class RuntimeConfig:
-    """Processes, cluster and bookkeeping (facts 6.1, 6.5)."""
+    """Processes, cluster and bookkeeping (paper section 3)."""
 
-    num_actors: int = 4
-    envs_per_actor: int = 1
-    num_learners: int = 1
-    logdir: str = "/tmp/agent"
-    seed: int = 1
-    checkpoint_minutes: float = 10.0  # The release saved every 600 s.
-    summary_seconds: float = 30.0
-    actor_jit_compile: bool = False  # XLA for the actors' inference step (10-25% faster on CPU).
-    actor_tf_threads: int = 1  # TF intra/inter-op threads per actor process; 0 = TF's default.
-    # Niceness added to each actor process (and its env workers) so that a learner on the same
-    # machine gets the CPU first. 0 (the default) = same priority; measured neutral for the deep
-    # agent and 6-10 % slower for shallow Pong on 2 cores (BENCHMARKS.md).
-    actor_nice: int = 0
+    num_actors: int = setting(4, "Actor processes.", lower=1, upper=100_000)
+    envs_per_actor: int = setting(
+        1, "Environments per actor process (batched inference).", lower=1, upper=4096
+    )
+    num_learners: int = setting(1, "Synchronous learner processes.", lower=1, upper=4096)
+    logdir: str = setting("/tmp/agent", "Directory for checkpoints, summaries and logs.")
+    seed: int = setting(1, "Random seed.", lower=0, upper=2**31 - 1)
+    checkpoint_minutes: float = setting(
+        10.0,
+        "Minutes between checkpoints, and one at exit (the release: 10).",
+        lower=0.0,
+        upper=1e6,
+    )
+    summary_seconds: float = setting(
+        30.0, "Seconds between TensorBoard summaries.", lower=0.0, upper=1e6
+    )
+    actor_jit_compile: bool = setting(False, "Compile the actors' inference step with XLA.")
+    actor_tf_threads: int = setting(
+        1, "TensorFlow threads per actor process (0: TensorFlow's default).", lower=0, upper=1024
+    )
+    actor_nice: int = setting(
+        0,
+        "Niceness added to actor processes so a learner on the same machine gets the CPU first "
+        "(0-19; measured neutral or slower on 2 cores, BENCHMARKS.md).",
+        lower=0,
+        upper=19,
+    )
+    watchdog_seconds: float = setting(
+        600.0,
+        "A learner without an update for this long is reported with every process's stacks; the "
+        "launcher then restarts the actors, and stops the run if that does not help (0: off).",
+        lower=0.0,
+        upper=1e7,
+    )
+    max_consecutive_skipped_updates: int = setting(
+        20,
+        "The learner stops with an error after this many updates in a row were skipped for "
+        "non-finite values.",
+        lower=1,
+        upper=10**6,
+    )
+    isolate_network: bool = setting(
+        True,
+        "One-machine runs: keep the learners' unauthenticated TensorFlow ports off the network by "
+        "running every process in a private network namespace with only loopback (Linux; a warning "
+        "names the exposed ports where this is impossible; README, Security).",
+    )
+
+
+SECTIONS: dict[str, type] = {
+    "env": EnvConfig,
+    "agent": AgentConfig,
+    "learner": LearnerConfig,
+    "runtime": RuntimeConfig,
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,65 +247,200 @@ class Config:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Config:
+        """Reads back `to_dict()` output (e.g. a run's `config.json`); missing fields take their
+        defaults, so older files stay readable.
+
+        Raises:
+          ValueError: not a mapping of sections, or an unknown section or field (named).
+        """
+        if not isinstance(data, Mapping):
+            raise ValueError(f"expected a mapping of config sections, got {type(data).__name__}")
+        unknown = set(data) - set(SECTIONS)
+        if unknown:
+            raise ValueError(f"unknown config section(s) {sorted(unknown)}")
+        return build({name: dict(data.get(name) or {}) for name in SECTIONS})
+
+    def replace(self, section: str, **fields: Any) -> Config:
+        """A copy with some fields of one section replaced."""
+        return dataclasses.replace(
+            self, **{section: dataclasses.replace(getattr(self, section), **fields)}
+        )
+
+
+def build(values: Mapping[str, Mapping[str, Any]]) -> Config:
+    """A `Config` from `{section: {field: value}}` (unset fields take their defaults).
+
+    Raises:
+      ValueError: an unknown section or field (named).
+    """
+    sections = {}
+    for name, cls in SECTIONS.items():
+        fields = dict(values.get(name, {}))
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(fields) - known
+        if unknown:
+            raise ValueError(f"unknown {name} field(s) {sorted(unknown)}")
+        sections[name] = cls(**fields)
+    unknown_sections = set(values) - set(SECTIONS)
+    if unknown_sections:
+        raise ValueError(f"unknown config section(s) {sorted(unknown_sections)}")
+    return Config(**sections)
+
+
+def write_config(path: str, config: Config) -> None:
+    """Writes `config` as JSON, atomically (`read_config` reads it back)."""
+    tmp = f"{path}.tmp.{os.getpid()}"
+    try:
+        with open(tmp, "w") as f:
+            json.dump(config.to_dict(), f, indent=2)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def read_config(path: str) -> Config | None:
+    """The configuration `write_config` wrote at `path`, or None if there is no such file.
+
+    Raises:
+      ValueError: the file exists but is not valid JSON or not a configuration (naming the file).
+    """
+    if not os.path.exists(path):
+        return None
+    try:
+        with open(path) as f:
+            return Config.from_dict(json.load(f))
+    except (json.JSONDecodeError, ValueError, TypeError) as error:
+        raise ValueError(f"{path}: not a valid configuration: {error}") from error
+
+
+# --- Settings: one record per field, for flags, validation and `--mode=describe`. ----------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    """One config field as the entry point and validation see it."""
+
+    section: str
+    name: str
+    type: type  # int, float, str or bool (`float | None` fields are float).
+    optional: bool  # `X | None`: a flag value <= 0 means None.
+    default: Any
+    help: str
+    lower: float | None
+    upper: float | None
+    open_upper: bool
+    choices: tuple[str, ...] | None
+    flag: bool
+
+    @property
+    def key(self) -> str:
+        return f"{self.section}.{self.name}"
+
+
+def _field_type(annotation: Any) -> tuple[type, bool]:
+    if isinstance(annotation, str):
+        annotation = eval(annotation, {"float": float, "int": int, "str": str, "bool": bool})  # noqa: S307
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return args[0], True
+    return annotation, False
+
+
+def settings() -> Iterator[Setting]:
+    """Every config field, section by section."""
+    for section, cls in SECTIONS.items():
+        for field in dataclasses.fields(cls):
+            kind, optional = _field_type(field.type)
+            meta = field.metadata
+            yield Setting(
+                section,
+                field.name,
+                kind,
+                optional,
+                field.default,
+                meta.get("help", ""),
+                meta.get("lower"),
+                meta.get("upper"),
+                bool(meta.get("open_upper")),
+                meta.get("choices"),
+                bool(meta.get("flag", True)),
+            )
+
 
 def validate(config: Config) -> Config:
-    """Raises ValueError naming the first invalid field; returns `config`."""
-    lc = config.learner
-    if lc.reward_clipping not in REWARD_CLIPPING_MODES:
+    """Checks every field against its bounds and the cross-field rules; returns `config`.
+
+    Every float must be finite and within its bounds, every integer within its bounds, every
+    string among its choices.
+
+    Raises:
+      ValueError: naming the first invalid field and its allowed range.
+    """
+    for s in settings():
+        value = getattr(getattr(config, s.section), s.name)
+        if value is None and s.optional:
+            continue
+        if s.choices is not None and value not in s.choices and (value or s.flag):
+            raise ValueError(f"{s.name}={value!r}; expected one of {list(s.choices)}")
+        if s.type in (int, float):
+            _check_number(s, value)
+    rc = config.runtime
+    if rc.num_actors < rc.num_learners:
         raise ValueError(
-            f"reward_clipping={lc.reward_clipping!r}; expected one of {REWARD_CLIPPING_MODES}"
+            f"num_actors={rc.num_actors} < num_learners={rc.num_learners}: every learner needs at "
+            "least one actor"
         )
-    if config.agent.agent not in AGENTS:
-        raise ValueError(f"agent={config.agent.agent!r}; expected one of {AGENTS}")
-    positive = {
-        "batch_size": lc.batch_size,
-        "unroll_length": lc.unroll_length,
-        "total_environment_frames": lc.total_environment_frames,
-        "num_action_repeats": config.env.num_action_repeats,
-        "num_actors": config.runtime.num_actors,
-        "envs_per_actor": config.runtime.envs_per_actor,
-        "num_learners": config.runtime.num_learners,
-    }
-    for name, value in positive.items():
-        if value <= 0:
-            raise ValueError(f"{name} must be positive, got {value}")
-    if not 0 <= config.runtime.actor_nice <= 19:
-        raise ValueError(f"actor_nice must be in [0, 19], got {config.runtime.actor_nice}")
-    if config.runtime.num_actors < config.runtime.num_learners:
-        raise ValueError(
-            f"num_actors={config.runtime.num_actors} < num_learners="
-            f"{config.runtime.num_learners}: every learner needs at least one actor"
-        )
-    if not 0.0 <= lc.discounting <= 1.0:
-        raise ValueError(f"discounting must be in [0, 1], got {lc.discounting}")
-    if lc.learning_rate < 0 or lc.epsilon <= 0 or not 0.0 <= lc.decay < 1.0:
-        raise ValueError("learning_rate must be >= 0, epsilon > 0 and decay in [0, 1)")
-    if lc.grad_norm_clipping < 0:
-        raise ValueError(f"grad_norm_clipping must be >= 0, got {lc.grad_norm_clipping}")
+    if config.learner.epsilon <= 0:
+        raise ValueError(f"epsilon must be > 0, got {config.learner.epsilon}")
     return config
 
 
-# --- Presets: the paper's configurations (facts section 3). Explicit flags override them. ----------
+def _check_number(s: Setting, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{s.name} must be a number, got {value!r}")
+    if s.type is int and not float(value).is_integer():
+        raise ValueError(f"{s.name} must be an integer, got {value!r}")
+    if not math.isfinite(value):
+        raise ValueError(f"{s.name} must be finite, got {value}")
+    lower = -math.inf if s.lower is None else s.lower
+    upper = math.inf if s.upper is None else s.upper
+    above = value >= upper if s.open_upper else value > upper
+    if value < lower or above:
+        right = ")" if s.open_upper else "]"
+        raise ValueError(f"{s.name}={value} is out of range [{s.lower}, {s.upper}{right}")
+
+
+# --- Presets: the paper's configurations. ---------------------------------------------------------
 
 PRESETS: dict[str, dict[str, dict[str, Any]]] = {
     # Runs on a laptop with nothing beyond PyPI: a toy task that random play cannot solve.
-    "default": {
-        "env": {"level_name": "toy/catch", "num_action_repeats": 1},
+    "toy": {
+        "env": {"level_name": "toy/catch", "num_action_repeats": 1, "atari_full_action_set": False},
         "agent": {"agent": "deep", "use_lstm": True},
         "learner": {
             "batch_size": 8,
             "unroll_length": 20,
+            "reward_clipping": "abs_one",
             "entropy_cost": 0.01,
             "learning_rate": 0.001,
             "epsilon": 0.01,
+            "decay": 0.99,
+            "grad_norm_clipping": 0.0,
             "total_environment_frames": 300_000,
         },
         "runtime": {"num_actors": 2, "envs_per_actor": 4},
     },
-    # A single DMLab level (Table D.3; README: 48 actors, batch 32; release flag defaults).
+    # A single DMLab level (Table D.3; the release's README: 48 actors, batch 32, its flag defaults).
     "dmlab": {
-        "env": {"level_name": "explore_goal_locations_small", "num_action_repeats": 4},
-        "agent": {"agent": "deep", "use_lstm": True, "use_instruction": True},
+        "env": {
+            "level_name": "explore_goal_locations_small",
+            "num_action_repeats": 4,
+            "atari_full_action_set": False,
+        },
+        "agent": {"agent": "deep", "use_lstm": True},
         "learner": {
             "batch_size": 32,
             "unroll_length": 100,
@@ -161,14 +448,16 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
             "entropy_cost": 0.00025,
             "learning_rate": 0.00048,
             "epsilon": 0.1,
+            "decay": 0.99,
+            "grad_norm_clipping": 0.0,  # The release has no gradient clipping.
             "total_environment_frames": 1_000_000_000,
         },
-        "runtime": {"num_actors": 48},
+        "runtime": {"num_actors": 48, "envs_per_actor": 1},
     },
     # DMLab-30 multi-task, IMPALA deep (section 5.3.1; the release README's learner command).
     "dmlab30": {
-        "env": {"level_name": "dmlab30", "num_action_repeats": 4},
-        "agent": {"agent": "deep", "use_lstm": True, "use_instruction": True},
+        "env": {"level_name": "dmlab30", "num_action_repeats": 4, "atari_full_action_set": False},
+        "agent": {"agent": "deep", "use_lstm": True},
         "learner": {
             "batch_size": 32,
             "unroll_length": 100,
@@ -176,14 +465,20 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
             "entropy_cost": 0.0033391318945337044,
             "learning_rate": 0.00031866995608948655,
             "epsilon": 0.1,
+            "decay": 0.99,
+            "grad_norm_clipping": 0.0,  # The release has no gradient clipping.
             "total_environment_frames": 10_000_000_000,
         },
-        "runtime": {"num_actors": 150},
+        "runtime": {"num_actors": 150, "envs_per_actor": 1},
     },
     # Atari experts: one agent per game, feed-forward, minimal action set (Table G.1, section 5.3.2).
     "atari": {
-        "env": {"level_name": "atari/pong", "num_action_repeats": 4},
-        "agent": {"agent": "deep", "use_lstm": False, "use_instruction": False},
+        "env": {
+            "level_name": "atari/pong",
+            "num_action_repeats": 4,
+            "atari_full_action_set": False,
+        },
+        "agent": {"agent": "deep", "use_lstm": False},
         "learner": {
             "batch_size": 32,
             "unroll_length": 20,
@@ -195,12 +490,12 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
             "grad_norm_clipping": 40.0,
             "total_environment_frames": 200_000_000,
         },
-        "runtime": {"num_actors": 48},
+        "runtime": {"num_actors": 48, "envs_per_actor": 1},
     },
     # Atari-57 multi-task: one deep agent on all games, full 18 actions, 200M frames per game.
     "atari57": {
         "env": {"level_name": "atari57", "num_action_repeats": 4, "atari_full_action_set": True},
-        "agent": {"agent": "deep", "use_lstm": False, "use_instruction": False},
+        "agent": {"agent": "deep", "use_lstm": False},
         "learner": {
             "batch_size": 32,
             "unroll_length": 20,
@@ -212,34 +507,89 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
             "grad_norm_clipping": 40.0,
             "total_environment_frames": 57 * 200_000_000,
         },
-        "runtime": {"num_actors": 114},
+        "runtime": {"num_actors": 114, "envs_per_actor": 1},
     },
 }
 
 
-def from_preset(name: str, overrides: dict[str, dict[str, Any]] | None = None) -> Config:
-    """Builds a validated `Config` from a preset and `{section: {field: value}}` overrides.
+def level_kind(level_name: str) -> str:
+    """`toy`, `atari` or `dmlab`, from a level or suite name (anything else is DeepMind Lab)."""
+    if level_name.startswith("toy/"):
+        return "toy"
+    if level_name.startswith("atari/") or level_name == "atari57":
+        return "atari"
+    return "dmlab"
+
+
+def preset_for_level(level_name: str | None) -> str:
+    """The preset a level implies (see the module docstring); `toy` without a level."""
+    if not level_name:
+        return DEFAULT_PRESET
+    if level_name in ("dmlab30", "atari57"):
+        return level_name
+    return {"toy": "toy", "atari": "atari", "dmlab": "dmlab"}[level_kind(level_name)]
+
+
+def preset_keys() -> set[str]:
+    """`section.field` of every field some preset sets (their flags say "from the preset")."""
+    return {
+        f"{section}.{name}"
+        for preset in PRESETS.values()
+        for section, fields in preset.items()
+        for name in fields
+    }
+
+
+@dataclasses.dataclass(frozen=True)
+class Resolved:
+    """A resolved configuration and where each value came from.
+
+    Attributes:
+      config: the configuration (validated).
+      preset: the preset used.
+      preset_chosen_by: `flag` (--preset) or `level` (chosen from the level) or `default`.
+      sources: `section.field` -> `default`, `preset <name>`, `flag` or `environment`.
+    """
+
+    config: Config
+    preset: str
+    preset_chosen_by: str
+    sources: Mapping[str, str]
+
+
+def resolve(
+    preset: str | None = None, overrides: Mapping[str, Mapping[str, Any]] | None = None
+) -> Resolved:
+    """Defaults, then the preset (given, or chosen from the level), then `overrides` (the flags).
+
+    Environment facts are filled in afterwards by `impala_tf.envs.complete_config`.
 
     Raises:
-      ValueError: unknown preset name, section or field.
+      ValueError: unknown preset, section or field, or a value out of range.
     """
-    if name not in PRESETS:
-        raise ValueError(f"unknown preset {name!r}; choose one of {sorted(PRESETS)}")
-    sections = {
-        "env": EnvConfig,
-        "agent": AgentConfig,
-        "learner": LearnerConfig,
-        "runtime": RuntimeConfig,
-    }
-    values: dict[str, dict[str, Any]] = {key: {} for key in sections}
-    for source in (PRESETS[name], overrides or {}):
-        for section, fields in source.items():
-            if section not in sections:
+    overrides = {section: dict(fields) for section, fields in (overrides or {}).items()}
+    level = overrides.get("env", {}).get("level_name")
+    if preset is None:
+        chosen_by = "level" if level else "default"
+        preset = preset_for_level(level)
+    else:
+        chosen_by = "flag"
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)}")
+    values: dict[str, dict[str, Any]] = {section: {} for section in SECTIONS}
+    sources = {s.key: SOURCE_DEFAULT for s in settings()}
+    for layer, source in ((PRESETS[preset], f"preset {preset}"), (overrides, SOURCE_FLAG)):
+        for section, fields in layer.items():
+            if section not in SECTIONS:
                 raise ValueError(f"unknown config section {section!r}")
-            known = {f.name for f in dataclasses.fields(sections[section])}
-            unknown = set(fields) - known
-            if unknown:
-                raise ValueError(f"unknown {section} field(s) {sorted(unknown)}")
             values[section].update(fields)
-    config = Config(**{key: cls(**values[key]) for key, cls in sections.items()})
-    return validate(config)
+            for name in fields:
+                sources[f"{section}.{name}"] = source
+    config = build(values)
+    return Resolved(validate(config), preset, chosen_by, sources)
+
+
+def from_preset(name: str, overrides: Mapping[str, Mapping[str, Any]] | None = None) -> Config:
+    """The configuration of preset `name` with `{section: {field: value}}` overrides (validated;
+    environment facts not yet filled in)."""
+    return resolve(name, overrides).config

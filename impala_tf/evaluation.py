@@ -43,7 +43,6 @@ writer (Pillow) merges identical consecutive frames into one longer frame.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 import statistics
@@ -56,99 +55,65 @@ import tensorflow as tf
 import tree
 
 import dmlab30
-from impala_tf import atari57, configs, envs, networks, structures
+from impala_tf import atari57, builders, checkpoints, configs, envs, networks, rundir, structures
 from impala_tf.envs import workers
 
 POLICIES = ("sampled", "greedy")
-CONFIG_FILENAME = "config.json"
-CHECKPOINT_SUBDIR = "checkpoints"
-RESULTS_FILENAME = "test_results.json"
-VIDEO_SUBDIR = "videos"
 MAX_VIDEO_FRAMES = 2000
 VIDEO_FPS = 15.0
-DMLAB30_CAP = 100.0  # The paper's per-level cap (App. B, facts 4.3).
-
-_SECTIONS: dict[str, type] = {
-    "env": configs.EnvConfig,
-    "agent": configs.AgentConfig,
-    "learner": configs.LearnerConfig,
-    "runtime": configs.RuntimeConfig,
-}
+DMLAB30_CAP = 100.0  # The paper's per-level cap (appendix B).
 
 
 # --- Configuration and checkpoints. ------------------------------------------------------------------
 
 
 def config_from_dict(data: Mapping[str, Any]) -> configs.Config:
-    """Rebuilds a `configs.Config` from `Config.to_dict()` output (e.g. decoded `config.json`).
-
-    Missing sections or fields take their defaults (older files stay readable).
-
-    Raises:
-      ValueError: for an unknown section or field (the message names it).
-    """
-    if not isinstance(data, Mapping):
-        raise ValueError(f"expected a mapping of config sections, got {type(data).__name__}")
-    unknown_sections = set(data) - set(_SECTIONS)
-    if unknown_sections:
-        raise ValueError(f"unknown config section(s) {sorted(unknown_sections)}")
-    sections = {}
-    for name, cls in _SECTIONS.items():
-        fields = dict(data.get(name) or {})
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(fields) - known
-        if unknown:
-            raise ValueError(f"unknown {name} field(s) {sorted(unknown)}")
-        sections[name] = cls(**fields)
-    return configs.Config(**sections)
+    """`configs.Config.from_dict`, completed with the environment's facts."""
+    return envs.complete_config(configs.Config.from_dict(data))
 
 
 def load_config(logdir: str) -> configs.Config | None:
-    """The configuration the learner saved as `<logdir>/config.json`, or None if there is none.
+    """The configuration the learner saved in `<logdir>/config.json`, or None if there is none.
 
     Raises:
       ValueError: the file exists but is not valid JSON or not a configuration (naming the file).
     """
-    path = os.path.join(logdir, CONFIG_FILENAME)
-    if not os.path.exists(path):
-        return None
-    try:
-        with open(path) as f:
-            data = json.load(f)
-        return config_from_dict(data)
-    except (json.JSONDecodeError, ValueError, TypeError) as error:
-        raise ValueError(f"{path}: not a valid configuration: {error}") from error
+    config = configs.read_config(rundir.RunDir(logdir).config)
+    return None if config is None else envs.complete_config(config)
 
 
-def find_checkpoint(path: str) -> str:
-    """Resolves a logdir, a checkpoint directory or a checkpoint prefix to a checkpoint prefix.
+def find_checkpoints(path: str) -> list[str]:
+    """The checkpoint prefixes a logdir, a checkpoint directory or a prefix stands for, newest first.
 
-    A directory resolves to the latest checkpoint of `<path>/checkpoints` (the learner's
-    `CheckpointManager` directory) or else of `<path>` itself.
+    A directory stands for the checkpoints of `<path>/checkpoints` (the learner's) or else of
+    `<path>` itself; a prefix stands for itself.
 
     Raises:
       FileNotFoundError: naming the directory (or prefix) in which no checkpoint was found.
     """
     if os.path.isdir(path):
-        for directory in (os.path.join(path, CHECKPOINT_SUBDIR), path):
-            if os.path.isdir(directory):
-                latest = tf.train.latest_checkpoint(directory)
-                if latest:
-                    return latest
+        subdir = rundir.RunDir(path).checkpoints
+        for directory in (subdir, path):
+            found = checkpoints.candidates(directory) if os.path.isdir(directory) else []
+            if found:
+                return found
         raise FileNotFoundError(
-            f"no checkpoint in {path!r} (looked in {os.path.join(path, CHECKPOINT_SUBDIR)!r} and "
-            f"{path!r}); train first or pass --checkpoint=<prefix such as .../ckpt-12>"
+            f"no checkpoint in {path!r} (looked in {subdir!r} and {path!r}); train first or pass "
+            "--checkpoint=<prefix such as .../ckpt-12>"
         )
     if tf.io.gfile.exists(path + ".index"):
-        return path
+        return [path]
     raise FileNotFoundError(f"checkpoint {path!r} not found (no {path + '.index'!r})")
+
+
+def find_checkpoint(path: str) -> str:
+    """The newest checkpoint prefix `path` stands for (see `find_checkpoints`)."""
+    return find_checkpoints(path)[0]
 
 
 def build_agent(config: configs.Config) -> networks.Agent:
     """The agent `config` describes, with its variables created (the learner's own builder)."""
-    from impala_tf import runtime
-
-    return runtime.build_agent(config)
+    return builders.build_agent(config)
 
 
 def _checkpoint_num_actions(checkpoint_path: str) -> int | None:
@@ -176,25 +141,41 @@ def restore_agent(config: configs.Config, checkpoint_path: str) -> tuple[network
       FileNotFoundError: no checkpoint there (naming the directory).
       ValueError: the checkpoint does not fit the agent (naming both the checkpoint and the agent).
     """
-    path = find_checkpoint(checkpoint_path)
+    paths = find_checkpoints(checkpoint_path)
     agent = build_agent(config)
-    try:
+
+    def restore(path: str) -> None:
         status = tf.train.Checkpoint(agent=agent).restore(path).expect_partial()
         status.assert_existing_objects_matched()
+
+    path = paths[0]
+    try:
+        if len(paths) == 1:
+            restore(path)
+        else:  # A directory: fall back to the newest checkpoint that reads.
+            path = checkpoints.restore_newest(restore, os.path.dirname(path), "[test]")
+    except checkpoints.NoReadableCheckpointError as none_read:
+        path, error = none_read.errors[0]
+        raise _incompatible(config, path, error) from error
     except (ValueError, AssertionError, tf.errors.OpError) as error:
-        described = (
-            f"agent={config.agent.agent}, use_lstm={config.agent.use_lstm}, "
-            f"use_instruction={config.agent.use_instruction}, "
-            f"num_actions={config.agent.num_actions}, level={config.env.level_name}"
-        )
-        stored = _checkpoint_num_actions(path)
-        hint = f" The checkpoint's policy head has {stored} actions." if stored is not None else ""
-        first_line = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
-        raise ValueError(
-            f"checkpoint {path!r} is incompatible with the agent ({described}).{hint} "
-            f"Restore error: {first_line}"
-        ) from error
+        raise _incompatible(config, path, error) from error
     return agent, path
+
+
+def _incompatible(config: configs.Config, path: str, error: BaseException) -> ValueError:
+    """The error for a checkpoint that does not restore into the agent of `config`."""
+    described = (
+        f"agent={config.agent.agent}, use_lstm={config.agent.use_lstm}, "
+        f"use_instruction={config.agent.use_instruction}, "
+        f"num_actions={config.agent.num_actions}, level={config.env.level_name}"
+    )
+    stored = _checkpoint_num_actions(path)
+    hint = f" The checkpoint's policy head has {stored} actions." if stored is not None else ""
+    first_line = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
+    return ValueError(
+        f"checkpoint {path!r} is incompatible with the agent ({described}).{hint} "
+        f"Restore error: {first_line}"
+    )
 
 
 # --- Scores. -----------------------------------------------------------------------------------------
@@ -561,6 +542,26 @@ def evaluate(
     return results
 
 
+def check_output_path(path: str) -> str:
+    """Checks, before any evaluation, that results can be written to `path`; returns it.
+
+    Raises:
+      OSError: `path` is a directory, or its directory cannot be created or written (named).
+    """
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"--test_output={path} is a directory; name a .json file")
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        os.makedirs(directory, exist_ok=True)
+        probe = os.path.join(directory, f".write_test_{os.getpid()}")
+        with open(probe, "w") as f:
+            f.write("ok")
+        os.remove(probe)
+    except OSError as error:
+        raise OSError(f"cannot write results to {path}: {error}") from error
+    return path
+
+
 def run_test_mode(
     config: configs.Config | None,
     logdir: str,
@@ -603,16 +604,17 @@ def run_test_mode(
     if config is None:
         if saved is None:
             raise FileNotFoundError(
-                f"no {CONFIG_FILENAME} in {logdir!r}; pass the training configuration (flags)"
+                f"no {rundir.CONFIG} in {logdir!r}; pass the training configuration (flags)"
             )
         config = saved
     elif saved is not None and saved.agent != config.agent:
         say(f"[test] using the agent configuration saved in {logdir}: {saved.agent}")
         config = dataclasses.replace(config, agent=saved.agent)
+    output = check_output_path(output or rundir.RunDir(logdir).test_results)
     agent, checkpoint_path = restore_agent(config, checkpoint or logdir)
     say(f"[test] restored {checkpoint_path}")
     levels = envs.suite_levels(config.env.level_name, is_test=True)
-    video_dir = os.path.join(logdir, VIDEO_SUBDIR) if record_video else None
+    video_dir = rundir.RunDir(logdir).videos if record_video else None
     results = evaluate(
         config,
         agent,
@@ -625,12 +627,7 @@ def run_test_mode(
         progress=progress,
     )
     results["checkpoint"] = checkpoint_path
-    output = output or os.path.join(logdir, RESULTS_FILENAME)
-    os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
-    tmp = output + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(results, f, indent=2)
-    os.replace(tmp, output)
+    rundir.write_json_atomically(output, results)
     say(format_table(results))
     say(f"[test] results written to {output}")
     return results

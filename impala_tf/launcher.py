@@ -1,25 +1,49 @@
 """One command, one machine: start the learner(s) and the actors as processes on loopback.
 
-The single-machine run is the distributed system with every task on localhost (DESIGN.md: one code
-path). The launcher picks free ports, starts `--num_learners` learner processes and `--num_actors`
-actor processes running `python -m impala_tf.experiment --job_name=... --task=...` with the user's
-flags, restarts actors that die, and stops everything when the learners finish, on Ctrl-C or on
-SIGTERM. Children get SIGTERM if the launcher itself dies (Linux `PR_SET_PDEATHSIG`), so no process
-outlives a run.
+The single-machine run is the distributed system with every task on localhost (one code path). The
+launcher picks free ports, starts `--num_learners` learner processes and `--num_actors` actor
+processes running `python -m impala_tf.experiment --job_name=... --task=...` with the user's flags,
+and supervises them until the learners finish, Ctrl-C or SIGTERM:
+
+- an actor that dies is restarted, and its root cause (the last error line of its log) is printed;
+  an actor that keeps failing with no learner update in between ends the run (`EXIT_ACTOR_FAILING`);
+- a learner that dies is reported with its exit status or signal and its log, and ends the run;
+- a watchdog reads the chief learner's heartbeat (`impala_tf.rundir`): after `watchdog_seconds`
+  without an update it has every process write its Python stacks into its log (SIGUSR1, see
+  `install_stack_dump`), prints each process's state and CPU use, and restarts the actors; if the
+  learner still makes no update it stops the run (`EXIT_STALLED`).
+
+Children get SIGTERM if the launcher itself dies (Linux `PR_SET_PDEATHSIG`), so no process outlives
+a run.
 """
 
 from __future__ import annotations
 
 import ctypes
+import faulthandler
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 
+import psutil
+
+from impala_tf import isolation, rundir
+
 _PR_SET_PDEATHSIG = 1
+STACK_DUMP_SIGNAL = signal.SIGUSR1
+
+EXIT_LEARNER_FAILED = 1
+EXIT_STALLED = 4
+EXIT_ACTOR_FAILING = 5
+EXIT_INTERRUPTED = 130
+
+_ERROR_LINE_MARKERS = ("Error", "Exception", "error:", "Traceback")
+_TAIL_BYTES = 64_000
 
 
 def free_ports(count: int) -> list[int]:
@@ -38,6 +62,40 @@ def free_ports(count: int) -> list[int]:
     return ports
 
 
+def install_stack_dump() -> None:
+    """Makes this process write every thread's Python stack to stderr on SIGUSR1 (the watchdog's
+    "where is each process"); harmless if never signalled."""
+    faulthandler.register(STACK_DUMP_SIGNAL, all_threads=True, chain=False)
+
+
+def last_error_line(log_path: str | None) -> str:
+    """The last line of a log that looks like an error (an exception's own text), or ''."""
+    if not log_path or not os.path.exists(log_path):
+        return ""
+    with open(log_path, "rb") as f:
+        f.seek(max(0, os.path.getsize(log_path) - _TAIL_BYTES))
+        lines = f.read().decode(errors="replace").splitlines()
+    for line in reversed(lines):
+        text = line.strip()
+        if (
+            text
+            and not text.startswith(("File ", "^", "~"))
+            and any(marker in text for marker in _ERROR_LINE_MARKERS)
+        ):
+            return text[:300]
+    return ""
+
+
+def describe_status(status: int) -> str:
+    """`exited with status 1`, or `was killed by SIGKILL` for a negative Popen status."""
+    if status < 0:
+        try:
+            return f"was killed by {signal.Signals(-status).name}"
+        except ValueError:
+            return f"was killed by signal {-status}"
+    return f"exited with status {status}"
+
+
 def _die_with_parent() -> None:
     """Runs in the child before exec: SIGTERM when the launcher dies (Linux only)."""
     try:
@@ -47,32 +105,72 @@ def _die_with_parent() -> None:
         pass
 
 
+def _tee(source, log_path: str) -> None:
+    """Copies a child's output to this console and to its log file."""
+    with open(log_path, "ab") as log:
+        for chunk in iter(lambda: source.read1(65536), b""):
+            log.write(chunk)
+            log.flush()
+            try:
+                sys.stdout.buffer.write(chunk)
+                sys.stdout.flush()
+            except (OSError, ValueError):
+                pass
+
+
 class _Child:
-    def __init__(self, name: str, argv: list[str], log_path: str | None):
+    """One supervised process; its output goes to `log_path` (and the console with `echo`)."""
+
+    def __init__(self, name: str, argv: list[str], log_path: str, echo: bool = False):
         self.name = name
         self.argv = argv
         self.log_path = log_path
+        self.echo = echo
         self.restarts = 0
+        self.failures_without_progress = 0
         self.process: subprocess.Popen | None = None
 
     def start(self) -> None:
-        if self.log_path:
-            log = open(self.log_path, "ab")
-            stdout = stderr = log
-        else:
-            log, stdout, stderr = None, None, None
-        self.process = subprocess.Popen(
-            self.argv,
-            stdout=stdout,
-            stderr=stderr,
-            stdin=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent,
-        )
-        if log:
-            log.close()
+        if self.echo:
+            self.process = subprocess.Popen(
+                self.argv,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                preexec_fn=_die_with_parent,
+            )
+            threading.Thread(
+                target=_tee, args=(self.process.stdout, self.log_path), daemon=True
+            ).start()
+            return
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                self.argv,
+                stdout=log,
+                stderr=log,
+                stdin=subprocess.DEVNULL,
+                preexec_fn=_die_with_parent,
+            )
 
     def poll(self) -> int | None:
         return None if self.process is None else self.process.poll()
+
+    def process_tree(self) -> list[psutil.Process]:
+        """The process and its children (environment workers), or [] when it is not running."""
+        if self.process is None or self.process.poll() is not None:
+            return []
+        try:
+            parent = psutil.Process(self.process.pid)
+            return [parent, *parent.children(recursive=True)]
+        except psutil.Error:
+            return []
+
+    def dump_stacks(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            try:
+                self.process.send_signal(STACK_DUMP_SIGNAL)
+            except OSError:
+                pass
 
 
 def _stop(children: Sequence[_Child], timeout: float = 15.0) -> None:
@@ -89,28 +187,77 @@ def _stop(children: Sequence[_Child], timeout: float = 15.0) -> None:
             process.wait()
 
 
+def _say(message: str) -> None:
+    print(f"[launcher] {message}", file=sys.stderr, flush=True)
+
+
+class _Watchdog:
+    """Notices a learner that stopped making updates (see the module docstring)."""
+
+    def __init__(self, run_dir: rundir.RunDir, seconds: float):
+        self._run_dir = run_dir
+        self.seconds = seconds
+        self._updates: int | None = None
+        self._since = time.monotonic()
+        self.alarms = 0
+
+    def progressed(self) -> bool:
+        """Reads the heartbeat; True when the learner made an update since the last call."""
+        beat = rundir.read_heartbeat(self._run_dir)
+        updates = None if beat is None else beat.updates
+        if updates is not None and updates != self._updates:
+            first = self._updates is None
+            self._updates = updates
+            self._since = time.monotonic()
+            self.alarms = 0
+            return not first
+        return False
+
+    def stalled(self) -> bool:
+        return self.seconds > 0 and time.monotonic() - self._since >= self.seconds
+
+    def rearm(self) -> None:
+        self._since = time.monotonic()
+        self.alarms += 1
+
+
 def launch_local(
     flags: Sequence[str],
     num_learners: int,
     num_actors: int,
     logdir: str,
-    max_actor_restarts: int = 100,
+    watchdog_seconds: float = 600.0,
+    max_actor_failures: int = 5,
     python: str = sys.executable,
+    isolate_network: bool = False,
 ) -> int:
-    """Runs a whole training job on this machine and returns the learners' exit status.
+    """Runs a whole training job on this machine and returns its exit status.
 
     Args:
       flags: the user's command-line flags, passed to every child unchanged.
       num_learners: learner processes (synchronous; one queue each).
       num_actors: actor processes; actor i feeds learner i % num_learners.
-      logdir: where children's logs go (`<logdir>/logs/actor_<i>.log`).
-      max_actor_restarts: give up restarting an actor after this many deaths.
+      logdir: the run directory; children's logs go to `<logdir>/logs/`.
+      watchdog_seconds: a learner without an update for this long is a stall (0: no watchdog).
+      max_actor_failures: an actor that fails this many times in a row with no learner update in
+        between ends the run.
       python: the interpreter for the children.
+      isolate_network: first move this process, and so every process it starts, into a private
+        network namespace with only loopback (`impala_tf.isolation`; irreversible, and it may
+        re-execute a non-root `impala_tf.experiment` command). When it is off or impossible, one
+        warning line names the exposed ports.
+
+    Returns:
+      0 when the learners finished; `EXIT_LEARNER_FAILED`, `EXIT_STALLED`, `EXIT_ACTOR_FAILING` or
+      `EXIT_INTERRUPTED` otherwise.
     """
+    isolated = isolation.isolate_network(enabled=isolate_network)
+    run_dir = rundir.RunDir(logdir)
     ports = free_ports(2 * num_learners)
+    isolation.warn_if_exposed(isolated, ports if num_learners > 1 else ports[:1])
     learner_hosts = ",".join(f"localhost:{p}" for p in ports[:num_learners])
     collective_hosts = ",".join(f"localhost:{p}" for p in ports[num_learners:])
-    os.makedirs(os.path.join(logdir, "logs"), exist_ok=True)
+    os.makedirs(run_dir.logs, exist_ok=True)
     base = [python, "-m", "impala_tf.experiment", *flags]
     cluster_flags = [
         f"--learner_hosts={learner_hosts}",
@@ -122,7 +269,8 @@ def launch_local(
         _Child(
             f"learner {k}",
             [*base, *cluster_flags, "--job_name=learner", f"--task={k}"],
-            None if k == 0 else os.path.join(logdir, "logs", f"learner_{k}.log"),
+            run_dir.log("learner", k),
+            echo=k == 0,
         )
         for k in range(num_learners)
     ]
@@ -130,48 +278,43 @@ def launch_local(
         _Child(
             f"actor {i}",
             [*base, *cluster_flags, "--job_name=actor", f"--task={i}"],
-            os.path.join(logdir, "logs", f"actor_{i}.log"),
+            run_dir.log("actor", i),
         )
         for i in range(num_actors)
     ]
     print(
         f"[launcher] {num_learners} learner(s) on {learner_hosts}, {num_actors} actor(s)\n"
-        f"[launcher] logdir: {logdir}  (checkpoints: {logdir}/checkpoints, "
-        f"episodes: {logdir}/episodes.csv, actor logs: {logdir}/logs)\n"
+        f"[launcher] logdir: {logdir}  (checkpoints: {run_dir.checkpoints}, "
+        f"episodes: {run_dir.episodes}, logs: {run_dir.logs})\n"
         f"[launcher] TensorBoard: tensorboard --logdir {logdir}",
         flush=True,
     )
 
-    interrupted = []
+    interrupted: list[int] = []
 
     def on_signal(signum, _frame):
         interrupted.append(signum)
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    watchdog = _Watchdog(run_dir, watchdog_seconds)
+    status = 0
     try:
         for child in learners + actors:
             child.start()
         while not interrupted:
-            statuses = [c.poll() for c in learners]
-            if all(s is not None for s in statuses):
+            status = _check_learners(learners)
+            if status is not None:
                 break
-            if any(s not in (None, 0) for s in statuses):
-                print("[launcher] a learner failed; stopping the run", file=sys.stderr, flush=True)
+            if watchdog.progressed():
+                for actor in actors:
+                    actor.failures_without_progress = 0
+            status = _check_actors(actors, max_actor_failures)
+            if status is not None:
                 break
-            for actor in actors:
-                status = actor.poll()
-                if status is None or status == 0:
-                    continue
-                if actor.restarts >= max_actor_restarts:
-                    continue
-                actor.restarts += 1
-                print(
-                    f"[launcher] {actor.name} exited with status {status}; restarting "
-                    f"(restart {actor.restarts}, log {actor.log_path})",
-                    file=sys.stderr,
-                    flush=True,
-                )
-                actor.start()
+            if watchdog.stalled():
+                status = _on_stall(watchdog, learners, actors)
+                if status is not None:
+                    break
             time.sleep(0.5)
     finally:
         if interrupted:
@@ -181,6 +324,94 @@ def launch_local(
         for s, handler in previous.items():
             signal.signal(s, handler)
     if interrupted:
-        return 130
+        return EXIT_INTERRUPTED
+    return status or 0
+
+
+def _check_learners(learners: Sequence[_Child]) -> int | None:
+    """None while the run goes on; else the run's exit status."""
     statuses = [c.poll() for c in learners]
-    return next((s for s in statuses if s), 0)
+    if all(s == 0 for s in statuses):
+        return 0
+    for child, status in zip(learners, statuses, strict=True):
+        if status not in (None, 0):
+            cause = last_error_line(child.log_path)
+            _say(
+                f"{child.name} {describe_status(status)}; stopping the run. "
+                f"Log: {child.log_path}" + (f"\n[launcher] last error: {cause}" if cause else "")
+            )
+            return EXIT_LEARNER_FAILED
+    return None
+
+
+def _check_actors(actors: Sequence[_Child], max_failures: int) -> int | None:
+    """Restarts dead actors; returns an exit status when one keeps failing without progress."""
+    for actor in actors:
+        status = actor.poll()
+        if status is None or status == 0:
+            continue
+        actor.failures_without_progress += 1
+        cause = last_error_line(actor.log_path) or "(no error text in its log)"
+        if actor.failures_without_progress >= max_failures:
+            _say(
+                f"{actor.name} {describe_status(status)}, {actor.failures_without_progress} times "
+                f"in a row without a learner update: giving up.\n[launcher] root cause: {cause}\n"
+                f"[launcher] log: {actor.log_path}"
+            )
+            return EXIT_ACTOR_FAILING
+        actor.restarts += 1
+        _say(
+            f"{actor.name} {describe_status(status)}: {cause}\n[launcher] restarting it (restart "
+            f"{actor.restarts}; log {actor.log_path})"
+        )
+        actor.start()
+    return None
+
+
+def _on_stall(
+    watchdog: _Watchdog, learners: Sequence[_Child], actors: Sequence[_Child]
+) -> int | None:
+    """Reports a stalled learner; restarts the actors once, then stops the run."""
+    children = [*learners, *actors]
+    for child in children:
+        child.dump_stacks()
+    lines = [f"  {c.name}: {state}  (log {c.log_path})" for c, state in _states(children)]
+    _say(
+        f"no learner update for {watchdog.seconds:.0f} s. Every process wrote its Python stacks "
+        "to its log. Processes:\n" + "\n".join(lines)
+    )
+    if watchdog.alarms >= 1:
+        _say("still no learner update after restarting the actors: stopping the run")
+        return EXIT_STALLED
+    _say("restarting every actor")
+    _stop(actors)
+    for actor in actors:
+        actor.restarts += 1
+        actor.start()
+    watchdog.rearm()
+    return None
+
+
+def _states(children: Sequence[_Child], seconds: float = 1.0) -> list[tuple[_Child, str]]:
+    """Each child's `pid, status, CPU %` (summed over its process tree, measured over `seconds`)."""
+    trees = {child.name: child.process_tree() for child in children}
+    for tree in trees.values():
+        for p in tree:
+            try:
+                p.cpu_percent(interval=None)
+            except psutil.Error:
+                pass
+    time.sleep(seconds)
+    states = []
+    for child in children:
+        tree = trees[child.name]
+        if not tree:
+            states.append((child, "not running"))
+            continue
+        try:
+            cpu = sum(p.cpu_percent(interval=None) for p in tree if p.is_running())
+            state = f"pid {tree[0].pid}, {tree[0].status()}, {cpu:.0f} % CPU"
+            states.append((child, state + f" over {len(tree)} process(es)"))
+        except psutil.Error as error:
+            states.append((child, f"unknown ({error})"))
+    return states

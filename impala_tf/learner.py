@@ -11,8 +11,8 @@ Implements paper section 4 (V-trace actor-critic) as the official release's `bui
 6. one RMSProp step with the learning rate annealed linearly to zero over the environment frames,
    read from the frame counter before the step; then frames += B x T x action repeats.
 
-A non-finite loss or gradient skips the update (weights, slots and the frame counter are untouched)
-and is reported in the step's logs. The time alignment is documented once, in
+A non-finite loss or gradient, or an update that would make a weight non-finite, skips the update
+(weights, slots and the frame counter are untouched) and is reported in the step's logs. The time alignment is documented once, in
 `impala_tf.structures`; this module is the only place that slices and shifts time.
 """
 
@@ -126,8 +126,37 @@ def compute_loss(
         "entropy_loss": entropy_loss,
         "mean_vs": tf.reduce_mean(returns.vs),
         "mean_rho": tf.reduce_mean(tf.exp(returns.log_rhos)),
+        **term_diagnostics(aligned, returns, config),
     }
     return total_loss, logs
+
+
+def term_diagnostics(
+    aligned: AlignedBatch, returns: vtrace.VTraceFromLogitsReturns, config: LearnerConfig
+) -> dict[str, tf.Tensor]:
+    """How strongly each loss term pulls, measured where it enters the network (for summaries).
+
+    The global norms, over `[T, B, A]`, of the gradients of the policy-gradient term and of the
+    weighted entropy term with respect to the policy logits (`(pi - onehot(a)) * A_t` and
+    `entropy_cost * pi * (log pi + H)`), and of the weighted baseline term with respect to the
+    values (`baseline_cost * (vs - V)`); the policy's mean entropy and mean absolute advantage.
+    """
+    logits = tf.stop_gradient(aligned.target_logits)
+    policy = tf.nn.softmax(logits)
+    log_policy = tf.nn.log_softmax(logits)
+    entropy = -tf.reduce_sum(policy * log_policy, axis=-1)
+    one_hot = tf.one_hot(aligned.actions, tf.shape(logits)[-1], dtype=policy.dtype)
+    advantages = tf.cast(returns.pg_advantages, policy.dtype)
+    pg_gradient = (policy - one_hot) * advantages[..., None]
+    entropy_gradient = config.entropy_cost * policy * (log_policy + entropy[..., None])
+    baseline_gradient = config.baseline_cost * (returns.vs - tf.stop_gradient(aligned.values))
+    return {
+        "policy_entropy": tf.reduce_mean(entropy),
+        "mean_abs_advantage": tf.reduce_mean(tf.abs(advantages)),
+        "pg_logits_gradient_norm": tf.norm(pg_gradient),
+        "entropy_logits_gradient_norm": tf.norm(entropy_gradient),
+        "baseline_values_gradient_norm": tf.norm(baseline_gradient),
+    }
 
 
 class Learner(tf.Module):
@@ -300,8 +329,13 @@ class Learner(tf.Module):
         gradients, global_norm = optimizers.clip_gradients(
             gradients, self.config.grad_norm_clipping
         )
-        finite = tf.math.is_finite(logs["total_loss"]) & tf.math.is_finite(global_norm)
         learning_rate = self.learning_rate()
+        finite = tf.math.is_finite(logs["total_loss"]) & tf.math.is_finite(global_norm)
+        finite = tf.cond(
+            finite,
+            lambda: self.optimizer.update_is_finite(gradients, variables, learning_rate),
+            lambda: tf.constant(False),
+        )
 
         def update() -> tf.Tensor:
             self.optimizer.apply(gradients, variables, learning_rate)
@@ -315,9 +349,14 @@ class Learner(tf.Module):
 
         applied = tf.cond(finite, update, skip)
         logs = dict(logs)
+        clip = self.config.grad_norm_clipping
         logs.update(
             learning_rate=learning_rate,
             gradient_global_norm=global_norm,
+            gradient_clip_factor=(
+                tf.minimum(1.0, clip / tf.maximum(global_norm, 1e-12)) if clip else tf.constant(1.0)
+            ),
+            rmsprop_mean_square=self.optimizer.mean_square(),
             update_applied=applied,
             num_environment_frames=self.num_environment_frames.read_value(),
         )

@@ -162,6 +162,40 @@ class RMSProp(tf.Module):
                 else:
                     self._apply_one(variable, gradient, ms, mom, learning_rate)
 
+    def mean_square(self) -> tf.Tensor:
+        """The mean of the `ms` slots over every parameter (their warm-up from 1, for summaries)."""
+        if not self.ms:
+            return tf.constant(0.0)
+        total = tf.add_n([tf.reduce_sum(tf.cast(ms, tf.float64)) for ms in self.ms])
+        count = sum(int(ms.shape.num_elements()) for ms in self.ms)
+        return tf.cast(total / count, tf.float32)
+
+    def update_is_finite(
+        self,
+        gradients: Sequence[tf.Tensor | tf.IndexedSlices | None],
+        variables: Sequence[tf.Variable],
+        learning_rate: float | tf.Tensor,
+    ) -> tf.Tensor:
+        """Whether `apply` would leave every variable finite (a bool scalar tensor).
+
+        Computes the step `apply` would take, without applying it, so that a learner can refuse an
+        update that would poison the weights (a huge but finite step overflows them).
+        """
+        self.build(list(variables))
+        finite = []
+        for gradient, variable, ms, mom in zip(
+            gradients, variables, self.ms, self.mom, strict=True
+        ):
+            if gradient is None:
+                continue
+            dtype = variable.dtype.base_dtype
+            gradient = tf.cast(tf.convert_to_tensor(gradient), dtype)
+            new_ms = self.decay * ms + (1.0 - self.decay) * tf.square(gradient)
+            lr = _as_dtype(learning_rate, dtype)
+            new_mom = self.momentum * mom + lr * gradient * tf.math.rsqrt(new_ms + self.epsilon)
+            finite.append(tf.reduce_all(tf.math.is_finite(variable - new_mom)))
+        return tf.reduce_all(tf.stack(finite)) if finite else tf.constant(True)
+
     def _apply_one(
         self,
         variable: tf.Variable,

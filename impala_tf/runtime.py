@@ -14,9 +14,8 @@ g mod (number of levels), round robin as in the release.
 
 from __future__ import annotations
 
-import json
+import faulthandler
 import logging
-import math
 import os
 import queue as queue_lib
 import signal
@@ -29,7 +28,8 @@ import numpy as np
 import tensorflow as tf
 import tree
 
-from impala_tf import bookkeeping, configs, envs, networks, structures, transport
+from impala_tf import bookkeeping, builders, checkpoints, configs, rundir, structures, transport
+from impala_tf import cluster as cluster_lib
 from impala_tf import learner as learner_lib
 from impala_tf.actor import Actor
 from impala_tf.envs import workers
@@ -37,56 +37,6 @@ from impala_tf.envs import workers
 _LOG = logging.getLogger(__name__)
 
 QUEUE_CAPACITY_PER_BATCH = 1  # Queue capacity = batch size: each actor blocks until dequeued.
-
-
-def build_agent(config: configs.Config) -> networks.Agent:
-    """The agent a configuration describes, with its variables created.
-
-    Learner, actors, evaluation and `--mode=describe` all build their agent here.
-    """
-    agent = networks.make_agent(
-        config.agent.agent,
-        config.agent.num_actions,
-        use_lstm=config.agent.use_lstm,
-        use_instruction=config.agent.use_instruction,
-        atari=envs.environment_kind(config.env.level_name) == "atari",
-    )
-    observation_spec, _ = envs.environment_spec(config.env.level_name, config.env)
-    agent.create_variables(observation_spec)
-    return agent
-
-
-def trajectory_specs(config: configs.Config, agent: networks.Agent) -> structures.Trajectory:
-    observation_spec, num_actions = envs.environment_spec(config.env.level_name, config.env)
-    return structures.trajectory_specs(
-        observation_spec, num_actions, config.learner.unroll_length, agent.state_spec()
-    )
-
-
-def parameter_specs(agent: networks.Agent) -> list[structures.ArraySpec]:
-    return [
-        structures.ArraySpec(tuple(v.shape), v.dtype.as_numpy_dtype, v.name)
-        for v in agent.trainable_variables
-    ]
-
-
-def num_action_repeats(config: configs.Config) -> int:
-    """Frames per agent step: the environment's own repeat (toy tasks: 1), else the config's."""
-    if envs.environment_kind(config.env.level_name) == "toy":
-        return 1
-    return config.env.num_action_repeats
-
-
-def actor_levels(config: configs.Config, actor_index: int) -> list[str]:
-    """The level of each of actor `actor_index`'s environments (round robin over a suite)."""
-    levels = envs.suite_levels(config.env.level_name, is_test=False)
-    envs_per_actor = config.runtime.envs_per_actor
-    return [levels[(actor_index * envs_per_actor + j) % len(levels)] for j in range(envs_per_actor)]
-
-
-def environment_seed(config: configs.Config, actor_index: int, slot: int) -> int:
-    """Distinct seeds per environment; actor 0's first environment gets seed + 0."""
-    return config.runtime.seed * 1_000_003 + actor_index * config.runtime.envs_per_actor + slot
 
 
 def _zeros_batch(specs: Any, batch_size: int) -> Any:
@@ -101,12 +51,14 @@ def _to_tensors(batch: Any) -> Any:
 # Learner process.
 
 
-def _learner_strategy(cluster: transport.ClusterConfig, task: int) -> tf.distribute.Strategy | None:
+def _learner_strategy(
+    cluster: cluster_lib.ClusterConfig, task: int
+) -> tf.distribute.Strategy | None:
     """MultiWorkerMirroredStrategy over the learners, MirroredStrategy over several local
     devices, or None (plain single-device training). Created before any other TF op runs."""
     if cluster.num_learners > 1 and not cluster.collective_hosts:
         raise ValueError("several learners need --collective_hosts (one host:port per learner)")
-    strategy = transport.learner_strategy(cluster.num_learners, task, cluster.collective_hosts)
+    strategy = cluster_lib.learner_strategy(cluster.num_learners, task, cluster.collective_hosts)
     if strategy is tf.distribute.get_strategy():
         return None
     return strategy
@@ -187,165 +139,262 @@ def update_and_publish(
     return logs, episodes, policy_lag
 
 
-def save_checkpoint(manager: tf.train.CheckpointManager, frames: int, prefix: str) -> str | None:
-    """Saves a checkpoint named by the frame count; on failure (e.g. a full disk) says so and
-    returns None, so training goes on and the previous checkpoints stay intact."""
-    try:
-        return manager.save(checkpoint_number=frames)
-    except (OSError, tf.errors.OpError) as error:
-        print(
-            f"{prefix} error: checkpoint at {frames:,} frames failed ({error}); the previous "
-            f"checkpoint {manager.latest_checkpoint} is kept and training goes on",
-            file=sys.stderr,
-            flush=True,
+class LearnerStuckError(RuntimeError):
+    """The learner skipped too many updates in a row (non-finite loss, gradient or weights)."""
+
+
+class _SkipGuard:
+    """Counts consecutive skipped updates; raises `LearnerStuckError` at the limit."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.streak = 0
+
+    def check(self, logs: dict[str, Any]) -> None:
+        if logs["update_applied"]:
+            self.streak = 0
+            return
+        self.streak += 1
+        if self.streak >= self.limit:
+            raise LearnerStuckError(
+                f"{self.streak} consecutive updates skipped: the loss, the gradients or the "
+                f"updated weights were not finite (last loss {logs['total_loss']}). The weights "
+                "were left as they were before these updates; lower --learning_rate, or check "
+                "the environment's rewards"
+            )
+
+
+class _LearnerBooks:
+    """What the learner writes while it trains: episodes, summaries, progress, heartbeat,
+    checkpoints. Only the chief (task 0) writes files; every learner prints progress."""
+
+    SCALARS = (
+        "total_loss",
+        "policy_gradient_loss",
+        "baseline_loss",
+        "entropy_loss",
+        "learning_rate",
+        "gradient_global_norm",
+        "mean_vs",
+        "mean_rho",
+        "policy_entropy",
+        "mean_abs_advantage",
+        "pg_logits_gradient_norm",
+        "entropy_logits_gradient_norm",
+        "baseline_values_gradient_norm",
+        "gradient_clip_factor",
+        "rmsprop_mean_square",
+    )
+
+    def __init__(
+        self,
+        config: configs.Config,
+        run_dir: rundir.RunDir,
+        task: int,
+        learner: learner_lib.Learner,
+        manager: tf.train.CheckpointManager,
+        trajectory_queue: transport.TrajectoryQueue,
+        log_every_seconds: float,
+    ):
+        self.config = config
+        self.run_dir = run_dir
+        self.prefix = f"[learner {task}]"
+        self.is_chief = task == 0
+        self.learner = learner
+        self.manager = manager
+        self.queue = trajectory_queue
+        self.log_every_seconds = log_every_seconds
+        self.repeats = config.env.num_action_repeats
+        self.frames = int(learner.num_environment_frames.numpy())
+        self.recent = bookkeeping.RecentReturns()
+        self.progress = bookkeeping.Progress(config.learner.total_environment_frames, self.frames)
+        # With several learners, each sees its own actors' episodes; the chief logs its share.
+        self.summaries = bookkeeping.Summaries(run_dir.root, config.env.level_name)
+        self.episode_log = bookkeeping.EpisodeLog(
+            run_dir.root, self.repeats, resume_frames=self.frames
         )
-        return None
+        if not self.is_chief:
+            self.summaries = self.episode_log = None
+        now = time.time()
+        self.last_log = self.last_summary = self.last_checkpoint = self.last_batch = now
+        self.last_heartbeat = 0.0
+        self.fps_frames, self.fps_time = self.frames, now
+        self.stall_reported = False
+        self.heartbeat()
+
+    def heartbeat(self) -> None:
+        if self.is_chief:
+            rundir.write_heartbeat(self.run_dir, int(self.learner.num_updates.numpy()), self.frames)
+            self.last_heartbeat = time.time()
+
+    def record(
+        self,
+        logs: dict[str, Any],
+        episodes: list[structures.EpisodeRecord],
+        policy_lag: float,
+        skipped_streak: int,
+    ) -> None:
+        """Books one update."""
+        self.frames = int(logs["num_environment_frames"])
+        now = self.last_batch = time.time()
+        self.stall_reported = False
+        if not logs["update_applied"]:
+            print(
+                f"{self.prefix} update skipped: non-finite loss, gradient or updated weights "
+                f"(loss={logs['total_loss']})",
+                flush=True,
+            )
+        self.recent.add(episodes)
+        if self.episode_log is not None:
+            self.episode_log.write(self.frames, episodes)
+        if self.summaries is not None:
+            self.summaries.episodes(self.frames, episodes, self.repeats)
+            if now - self.last_summary >= self.config.runtime.summary_seconds:
+                self._summaries(logs, policy_lag, now)
+        if now - self.last_heartbeat >= 1.0:
+            self.heartbeat()
+        if now - self.last_log >= self.log_every_seconds:
+            print(
+                f"{self.prefix} " + self.progress.line(self.frames, self.recent.mean()), flush=True
+            )
+            self.last_log = now
+        checkpoint_due = now - self.last_checkpoint >= 60 * self.config.runtime.checkpoint_minutes
+        if self.is_chief and checkpoint_due and skipped_streak == 0:
+            checkpoints.save(self.manager, self.frames, self.prefix)
+            self.last_checkpoint = now
+
+    def _summaries(self, logs: dict[str, Any], policy_lag: float, now: float) -> None:
+        fps = (self.frames - self.fps_frames) / max(now - self.fps_time, 1e-6)
+        self.fps_frames, self.fps_time = self.frames, now
+        scalars = {name: logs[name] for name in self.SCALARS}
+        scalars.update(
+            environment_frames_per_second=fps,
+            queue_size=self.queue.size(),
+            policy_lag_updates=policy_lag,
+            skipped_updates=float(self.learner.num_skipped_updates.numpy()),
+        )
+        self.summaries.scalars(self.frames, scalars)
+        self.summaries.suite_scores(self.frames, self.recent)
+        self.summaries.flush()
+        self.last_summary = now
+
+    def idle(self) -> None:
+        """No batch this second: after `watchdog_seconds` without one, says so (once per stall)
+        and writes this process's stacks to stderr (useful where no launcher watches)."""
+        waited = time.time() - self.last_batch
+        limit = self.config.runtime.watchdog_seconds
+        if limit > 0 and waited >= limit and not self.stall_reported:
+            self.stall_reported = True
+            print(
+                f"{self.prefix} warning: no batch from the actors for {waited:.0f} s (queue "
+                f"holds {self.queue.size()} trajectories); this process's stacks follow",
+                file=sys.stderr,
+                flush=True,
+            )
+            faulthandler.dump_traceback(all_threads=True)
+
+    def close(self, save: bool) -> None:
+        if self.is_chief and save:
+            self.frames = int(self.learner.num_environment_frames.numpy())
+            path = checkpoints.save(self.manager, self.frames, self.prefix)
+            if path:
+                print(f"{self.prefix} checkpoint saved: {path}", flush=True)
+        self.heartbeat()
+        if self.episode_log is not None:
+            self.episode_log.close()
+        if self.summaries is not None:
+            self.summaries.flush()
 
 
-def write_config(logdir: str, config: configs.Config) -> None:
-    path = os.path.join(logdir, "config.json")
-    with open(path + ".tmp", "w") as f:
-        json.dump(config.to_dict(), f, indent=2)
-    os.replace(path + ".tmp", path)
+def _restore(
+    checkpoint: tf.train.Checkpoint, run_dir: rundir.RunDir, prefix: str
+) -> tf.train.CheckpointManager:
+    """The run's checkpoint manager, after restoring the newest readable checkpoint (if any)."""
+    manager = checkpoints.make_manager(checkpoint, run_dir.checkpoints)
+    restored = checkpoints.restore_newest(
+        lambda path: checkpoint.restore(path).assert_existing_objects_matched(),
+        run_dir.checkpoints,
+        prefix,
+    )
+    if restored:
+        print(f"{prefix} resumed from {restored}", flush=True)
+    return manager
 
 
 def run_learner(
     config: configs.Config,
-    cluster: transport.ClusterConfig,
+    cluster: cluster_lib.ClusterConfig,
     task: int = 0,
     log_every_seconds: float = 10.0,
 ) -> dict[str, float]:
     """Trains until `total_environment_frames`, or until SIGTERM/SIGINT; returns final stats.
 
+    The loop is the paper's learner (section 3): take a batch of B trajectories from the queue,
+    apply one V-trace actor-critic update (`impala_tf.learner`), publish the new parameters to the
+    actors, keep the books.
+
     Raises:
       bookkeeping.LogdirError: `--logdir` is not writable (checked before anything starts).
+      LearnerStuckError: too many consecutive updates were skipped (no checkpoint is written).
     """
-    logdir = bookkeeping.ensure_writable_logdir(config.runtime.logdir)
-    is_chief = task == 0
-    if is_chief:
-        write_config(logdir, config)
+    run_dir = rundir.RunDir(bookkeeping.ensure_writable_logdir(config.runtime.logdir))
+    prefix = f"[learner {task}]"
+    if task == 0:
+        configs.write_config(run_dir.config, config)
     stop = _StopFlag()
     strategy = _learner_strategy(cluster, task)
     tf.random.set_seed(config.runtime.seed)
     lc = config.learner
-    repeats = num_action_repeats(config)
 
-    agent = build_agent(config)
-    specs = trajectory_specs(config, agent)
-
-    learner = learner_lib.Learner(agent, lc, repeats, strategy=strategy)
+    agent = builders.build_agent(config)
+    specs = builders.trajectory_specs(config, agent)
+    learner = learner_lib.Learner(agent, lc, config.env.num_action_repeats, strategy=strategy)
     learner.build(_to_tensors(_zeros_batch(specs, 1)))
-    checkpoint = tf.train.Checkpoint(agent=agent, learner=learner)
-    manager = tf.train.CheckpointManager(
-        checkpoint, os.path.join(logdir, "checkpoints"), max_to_keep=3
-    )
-    if manager.latest_checkpoint:
-        checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
-        print(
-            f"[learner {task}] resumed from {manager.latest_checkpoint} at "
-            f"{int(learner.num_environment_frames.numpy()):,} frames",
-            flush=True,
-        )
+    manager = _restore(tf.train.Checkpoint(agent=agent, learner=learner), run_dir, prefix)
     learner.broadcast_state()  # Several learners: all start from the chief's (restored) state.
 
     server = transport.start_learner_server(cluster, task)
     trajectory_queue = transport.TrajectoryQueue(
         server, specs, task, capacity=max(1, lc.batch_size * QUEUE_CAPACITY_PER_BATCH)
     )
-    store = transport.ParameterStore(server, parameter_specs(agent), task)
+    store = transport.ParameterStore(server, builders.parameter_specs(agent), task)
     store.publish(agent.trainable_variables, int(learner.num_updates.numpy()))
-    print(f"[learner {task}] serving on {cluster.learner_hosts[task]}", flush=True)
+    print(f"{prefix} serving on {cluster.learner_hosts[task]}", flush=True)
 
-    summaries = bookkeeping.Summaries(logdir, config.env.level_name) if is_chief else None
-    # With several learners, each sees its own actors' episodes; the chief logs its share.
-    episode_log = bookkeeping.EpisodeLog(logdir, repeats) if is_chief else None
-    recent = bookkeeping.RecentReturns()
-    total_frames = lc.total_environment_frames
-    progress = bookkeeping.Progress(total_frames, int(learner.num_environment_frames.numpy()))
+    books = _LearnerBooks(
+        config, run_dir, task, learner, manager, trajectory_queue, log_every_seconds
+    )
     prefetcher = Prefetcher(trajectory_queue, lc.batch_size)
-    last_log = last_summary = time.time()
-    last_checkpoint = time.time()
-    frames = int(learner.num_environment_frames.numpy())
-    fps_frames, fps_time = frames, time.time()
-    stats: dict[str, float] = {}
+    skips = _SkipGuard(config.runtime.max_consecutive_skipped_updates)
+    healthy = False
     try:
-        while frames < total_frames and not stop.event.is_set():
+        while books.frames < lc.total_environment_frames and not stop.event.is_set():
             item = prefetcher.get(timeout=1.0)
             if item is None:
+                books.idle()
                 continue
             batch, tensors, _ = item
             logs, episodes, policy_lag = update_and_publish(learner, store, batch, tensors)
-            frames = int(logs["num_environment_frames"])
-            if not logs["update_applied"]:
-                print(
-                    f"[learner {task}] non-finite loss or gradient "
-                    f"(loss={logs['total_loss']}); update skipped",
-                    flush=True,
-                )
-            recent.add(episodes)
-            if episode_log is not None:
-                episode_log.write(frames, episodes)
-            if summaries is not None:
-                summaries.episodes(frames, episodes, repeats)
-            now = time.time()
-            if summaries is not None and now - last_summary >= config.runtime.summary_seconds:
-                fps = (frames - fps_frames) / max(now - fps_time, 1e-6)
-                fps_frames, fps_time = frames, now
-                scalars = {
-                    name: logs[name]
-                    for name in (
-                        "total_loss",
-                        "policy_gradient_loss",
-                        "baseline_loss",
-                        "entropy_loss",
-                        "learning_rate",
-                        "gradient_global_norm",
-                        "mean_vs",
-                        "mean_rho",
-                    )
-                }
-                scalars.update(
-                    environment_frames_per_second=fps,
-                    queue_size=trajectory_queue.size(),
-                    policy_lag_updates=policy_lag,
-                    skipped_updates=float(learner.num_skipped_updates.numpy()),
-                )
-                summaries.scalars(frames, scalars)
-                summaries.suite_scores(frames, recent)
-                summaries.flush()
-                last_summary = now
-            if now - last_log >= log_every_seconds:
-                print(f"[learner {task}] " + progress.line(frames, recent.mean()), flush=True)
-                last_log = now
-            if is_chief and now - last_checkpoint >= 60 * config.runtime.checkpoint_minutes:
-                save_checkpoint(manager, frames, f"[learner {task}]")
-                last_checkpoint = now
-        stats = {
-            "environment_frames": float(frames),
-            "updates": float(learner.num_updates.numpy()),
-            "recent_mean_return": recent.mean(),
-        }
+            skips.check(logs)
+            books.record(logs, episodes, policy_lag, skips.streak)
+        healthy = True
     finally:
         prefetcher.stop()
-        if is_chief:
-            frames = int(learner.num_environment_frames.numpy())
-            path = save_checkpoint(manager, frames, f"[learner {task}]")
-            if path:
-                print(f"[learner {task}] checkpoint saved: {path}", flush=True)
+        books.close(save=healthy or skips.streak == 0)
         try:
             trajectory_queue.close()
         except Exception:  # Best effort: actors also notice the learner going away.
             pass
-        if episode_log is not None:
-            episode_log.close()
-        if summaries is not None:
-            summaries.flush()
     checksum = sum(float(np.sum(np.abs(v.numpy()), dtype=np.float64)) for v in agent.variables)
-    print(f"[learner {task}] weights checksum: {checksum:.10e}", flush=True)
-    mean = stats.get("recent_mean_return", math.nan)
+    print(f"{prefix} weights checksum: {checksum:.10e}", flush=True)
+    stats = {
+        "environment_frames": float(books.frames),
+        "updates": float(learner.num_updates.numpy()),
+        "recent_mean_return": books.recent.mean(),
+    }
     print(
-        f"[learner {task}] done: {int(stats.get('environment_frames', frames)):,} frames, "
-        f"recent mean return {mean:.3f}",
+        f"{prefix} done: {books.frames:,} frames, recent mean return "
+        f"{stats['recent_mean_return']:.3f}",
         flush=True,
     )
     return stats
@@ -404,7 +453,7 @@ def _refresh_weights(
 
 def run_actor(
     config: configs.Config,
-    cluster: transport.ClusterConfig,
+    cluster: cluster_lib.ClusterConfig,
     actor_index: int,
     connect_seconds: float = 60.0,
 ) -> int:
@@ -422,16 +471,16 @@ def run_actor(
     learner_task = cluster.learner_for_actor(actor_index)
     target = cluster.learner_target(learner_task)
     tf.random.set_seed(config.runtime.seed * 7919 + actor_index)
-    levels = actor_levels(config, actor_index)
+    levels = builders.actor_levels(config, actor_index)
     factories = [
-        workers.EnvFactory(level, config.env, environment_seed(config, actor_index, j))
+        workers.EnvFactory(level, config.env, builders.environment_seed(config, actor_index, j))
         for j, level in enumerate(levels)
     ]
-    agent = build_agent(config)
-    specs = trajectory_specs(config, agent)
+    agent = builders.build_agent(config)
+    specs = builders.trajectory_specs(config, agent)
     params = transport.ParameterClient(
         target,
-        parameter_specs(agent),
+        builders.parameter_specs(agent),
         learner_task,
         connect_seconds=connect_seconds,
         reconnect_seconds=connect_seconds,

@@ -1,6 +1,7 @@
 """The actor's unrolls: T+1 steps, one-step overlap, the core state at the unroll's start."""
 
 import numpy as np
+import pytest
 import tensorflow as tf
 import tree
 from env_fixtures import InProcessBatch
@@ -59,3 +60,13 @@ def test_initial_core_state_is_the_state_before_the_unroll():
     # The zero state of a fresh actor is recorded for the first unroll.
     for leaf in tree.flatten(batch.agent_state):
         np.testing.assert_array_equal(leaf, 0.0)
+
+
+def test_the_actor_refuses_to_act_on_non_finite_logits():
+    agent, actor = make_actor()
+    actor.unroll()
+    for variable in agent.trainable_variables:
+        if "policy_logits" in variable.name:
+            variable.assign(tf.fill(variable.shape, np.nan))
+    with pytest.raises(actor_lib.NonFiniteLogitsError, match="not finite"):
+        actor.unroll()

@@ -1,19 +1,30 @@
 """Tests for `impala_tf.benchmark`: the JSON it writes and the ratios computed from its numbers.
 
-Speed is never asserted (CONTRIBUTING.md). The run below uses tiny sizes and every section once:
-about 70 s on 2 CPU cores (most of it starting TensorFlow in child processes).
+Speed is never asserted (CONTRIBUTING.md): only that every section is there with the sizes asked
+for, that its numbers are finite and positive, and that the ratios and derived rates can be
+recomputed from the JSON. Each test runs only its own sections at tiny sizes, within its own
+timeout, so a machine kept busy by a training run slows them down without failing them. About
+45 s in all on 2 CPU cores busy with a training run, most of it starting TensorFlow in child
+processes.
 """
 
+import importlib.util
 import json
+import math
 import os
+import subprocess
+import sys
 
 import psutil
 import pytest
 
-from impala_tf import benchmark
+from impala_tf.benchmark import common, end_to_end, main, report
 from impala_tf.reports import throughput
 
-TINY = benchmark.Sizes(
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Sections (a), (c), (d) and (e): in this process, with env workers and producer processes.
+STAGES = common.Sizes(
     dmlab_batch=2,
     dmlab_unroll=3,
     atari_batch=2,
@@ -34,138 +45,199 @@ TINY = benchmark.Sizes(
     transport_actors=(1,),
     transport_unroll_dmlab=3,
     transport_unroll_atari=3,
-    e2e_runs=(
-        dict(
-            level="atari/pong", agent="shallow", actors=1, envs=1, batch=2, unroll=5, actor_nice=3
-        ),
-    ),
-    e2e_warmup_updates=1,
-    e2e_seconds=1.0,
-    e2e_ceiling_steps=1,
-    e2e_ceiling_seconds=0.0,
-    dedicated_runs=(dict(level="toy/catch", agent="shallow", actors=1, envs=1, batch=2, unroll=5),),
 )
+# Section (b): one learner process with one actor process (one env worker) at nice +3, on
+# separate halves of the CPUs when there are two or more. A DMLab level: without the real
+# `deepmind_lab`, the actor runs on `impala_tf.testing`'s fake, as the full benchmark's do.
+E2E_RUN = dict(
+    level="seekavoid_arena_01", agent="shallow", actors=1, envs=1, batch=2, unroll=5, actor_nice=3
+)
+E2E = dict(e2e_warmup_updates=1, e2e_seconds=1.0, e2e_ceiling_steps=1, e2e_ceiling_seconds=0.0)
 
 
-@pytest.fixture(scope="module")
-def result(tmp_path_factory):
-    children_before = {p.pid for p in psutil.Process().children(recursive=True)}
-    data = benchmark.run_benchmark(TINY, ("update", "vtrace", "actor", "transport", "e2e"))
-    path = tmp_path_factory.mktemp("bench") / "benchmark_results.json"
+def _children() -> set[int]:
+    return {p.pid for p in psutil.Process().children(recursive=True)}
+
+
+def _assert_finite_positive(row: dict, *keys: str) -> None:
+    for key in keys:
+        value = row[key]
+        assert isinstance(value, int | float) and math.isfinite(value) and value > 0, (key, row)
+
+
+def _round_trip(data: dict, tmp_path) -> dict:
+    """`data` written as JSON and read back through the throughput report's validator."""
+    path = tmp_path / "benchmark_results.json"
     path.write_text(json.dumps(data))
-    leftover = {p.pid for p in psutil.Process().children(recursive=True)} - children_before
-    return data, str(path), leftover
+    return throughput.load_benchmark(str(path))
 
 
-@pytest.mark.timeout(240)
-def test_json_structure_and_throughput_report(result):
-    data, path, leftover = result
-    assert not leftover, f"child processes left running: {leftover}"
+@pytest.mark.timeout(600)
+def test_stage_sections_json_and_ratios(tmp_path):
+    before = _children()
+    data = main.run_benchmark(STAGES, ("update", "vtrace", "actor", "transport"))
+    assert _children() <= before, "child processes left running"
     sections = data["sections"]
-    assert set(sections) == {
-        "learner_update",
-        "vtrace",
-        "actor",
-        "transport",
-        "end_to_end",
-        "end_to_end_dedicated",
-    }
-    # Each of the paper's stages was measured with the sizes asked for.
-    assert [(u["shapes"], u["agent"]) for u in sections["learner_update"]] == [
-        ("dmlab", "shallow"),
-        ("atari", "shallow"),
+    assert set(sections) == {"learner_update", "vtrace", "actor", "transport"}
+
+    # (a) Each shapes' update, with the sizes asked for. Frames are agent steps x 4 (the
+    # release's --num_action_repeats).
+    updates = sections["learner_update"]
+    assert [(u["shapes"], u["agent"], u["batch_size"], u["unroll_length"]) for u in updates] == [
+        ("dmlab", "shallow", 2, 3),
+        ("atari", "shallow", 2, 5),
     ]
-    update = sections["learner_update"][1]
-    assert (update["agent"], update["shapes"], update["batch_size"], update["unroll_length"]) == (
-        "shallow",
-        "atari",
-        2,
-        5,
-    )
-    # Frames are agent steps x 4 (facts 3.7).
-    assert update["environment_frames_per_second"] == pytest.approx(
-        4 * update["agent_steps_per_second"]
-    )
-    assert update["agent_steps_per_second"] == pytest.approx(2 * 5 / update["seconds_per_update"])
+    for u in updates:
+        _assert_finite_positive(u, "seconds_per_update", "agent_steps_per_second")
+        steps = u["batch_size"] * u["unroll_length"]
+        assert u["agent_steps_per_second"] == pytest.approx(steps / u["seconds_per_update"])
+        assert u["environment_frames_per_second"] == pytest.approx(4 * u["agent_steps_per_second"])
+    # (d) V-trace at both shapes' T and B.
     assert [(v["unroll_length"], v["batch_size"]) for v in sections["vtrace"]] == [(3, 2), (5, 2)]
+    for v in sections["vtrace"]:
+        _assert_finite_positive(v, "seconds_per_call")
+    # (c) One actor over E=2 env workers; its efficiency is against serial stepping + inference.
     (actor,) = sections["actor"]
-    assert actor["envs_per_actor"] == 2 and actor["level"] == "toy/catch"
-    assert {t["shapes"] for t in sections["transport"]} == {"dmlab", "atari"}
-    for t in sections["transport"]:
-        assert t["megabytes_per_second"] == pytest.approx(
-            t["trajectories_per_second"] * t["trajectory_megabytes"]
-        )
-    dmlab_traj = next(t for t in sections["transport"] if t["shapes"] == "dmlab")
-    # uint8 frames on the wire: 4 steps x 72x96x3 bytes dominate one DMLab trajectory.
-    assert 4 * 72 * 96 * 3 / 1e6 < dmlab_traj["trajectory_megabytes"] < 1.5 * 4 * 72 * 96 * 3 / 1e6
-    (e2e,) = sections["end_to_end"]
-    assert e2e["updates"] >= 2
-    assert e2e["environment_frames"] == e2e["updates"] * 2 * 5 * 4
-    assert e2e["environment_frames_per_second"] == pytest.approx(
-        e2e["environment_frames"] / e2e["window_seconds"]
+    assert (actor["level"], actor["envs_per_actor"], actor["rounds"]) == ("toy/catch", 2, 2)
+    _assert_finite_positive(
+        actor, "env_frames_per_second", "inference_frames_per_second", "actor_frames_per_second"
     )
-    assert e2e["learner_peak_rss_mb"] > 100 and len(e2e["actor_peak_rss_mb"]) == 1
-    assert e2e["actor_peak_rss_mb"][0] > 50  # A TF process plus its env worker.
-    # Observed, not configured: the actor and its env worker ran at the nice increment asked for.
-    assert e2e["actor_nice"] == [min(19, os.nice(0) + 3)]
-    assert e2e["same_batch_update_seconds"] > 0
-    # The file renders as a Table-1-style report (the schema of impala_tf.reports.throughput).
-    loaded = throughput.load_benchmark(path)
-    names = {r["name"] for r in loaded["results"]}
-    assert e2e["name"] in names and update["name"] in names
-    assert "IMPALA 48 actors" in throughput.build_report(loaded).render("markdown")
-    assert data["machine"]["cpus"] == os.cpu_count()
-
-
-@pytest.mark.timeout(240)
-def test_ratios_are_computed_from_the_measured_numbers(result):
-    data, _, _ = result
-    sections, ratios = data["sections"], data["ratios"]
-    update = next(u for u in sections["learner_update"] if u["shapes"] == "atari")
-    (e2e,) = sections["end_to_end"]
-    learner = ratios["learner_efficiency"][e2e["name"]]
-    # Against the same learner's update on its last batch, timed after the actors stopped ...
-    assert learner["ratio"] == pytest.approx(
-        e2e["environment_frames_per_second"] / e2e["same_batch_update_frames_per_second"]
-    )
-    assert e2e["same_batch_update_frames_per_second"] == pytest.approx(
-        2 * 5 * 4 / e2e["same_batch_update_seconds"]
-    )
-    # ... and against the synthetic update of the same agent, shapes, B and T.
-    assert learner["ratio_to_synthetic"] == pytest.approx(
-        e2e["environment_frames_per_second"] / update["environment_frames_per_second"]
-    )
-    (actor,) = sections["actor"]
     bound = 1.0 / (
         1.0 / actor["env_frames_per_second"] + 1.0 / actor["inference_frames_per_second"]
     )
     assert actor["serial_bound_frames_per_second"] == pytest.approx(bound)
-    assert ratios["actor_efficiency"][actor["name"]] == pytest.approx(
-        actor["actor_frames_per_second"] / bound
-    )
-    lines = benchmark.format_ratios(ratios)
-    assert any(line.startswith("learner_efficiency=") for line in lines)
-    assert any(line.startswith("actor_efficiency=") for line in lines)
+    assert data["ratios"]["actor_efficiency"] == {
+        actor["name"]: pytest.approx(actor["actor_frames_per_second"] / bound)
+    }
+    # (e) One producer per shapes; MB/s and steps/s follow from trajectories/s.
+    assert [(t["shapes"], t["producers"]) for t in sections["transport"]] == [
+        ("dmlab", 1),
+        ("atari", 1),
+    ]
+    for t in sections["transport"]:
+        _assert_finite_positive(t, "trajectories_per_second", "trajectory_megabytes")
+        rate = t["trajectories_per_second"]
+        assert t["megabytes_per_second"] == pytest.approx(rate * t["trajectory_megabytes"])
+        assert t["agent_steps_per_second"] == pytest.approx(rate * t["unroll_length"])
+    dmlab_traj = sections["transport"][0]
+    # uint8 frames on the wire: 4 steps x 72x96x3 bytes dominate one DMLab trajectory.
+    assert 4 * 72 * 96 * 3 / 1e6 < dmlab_traj["trajectory_megabytes"] < 1.5 * 4 * 72 * 96 * 3 / 1e6
+
+    # No end-to-end run and no deep update: no learner_efficiency, no vtrace_fraction.
+    assert data["ratios"]["learner_efficiency"] == {} and data["ratios"]["vtrace_fraction"] == {}
+    # The file is valid for the throughput report and its ratios follow from its sections.
+    loaded = _round_trip(data, tmp_path)
+    assert report.compute_ratios(loaded["sections"]) == loaded["ratios"]
+    names = {r["name"] for r in loaded["results"]}
+    assert {u["name"] for u in updates} | {actor["name"]} == names
+    assert data["machine"]["cpus"] == os.cpu_count()
 
 
-@pytest.mark.timeout(240)
-def test_dedicated_run_pins_the_learner_and_the_actors_to_separate_cpus(result):
-    data, _, _ = result
-    split = benchmark.split_cpus()
-    runs = data["sections"]["end_to_end_dedicated"]
-    if split is None:  # One CPU: nothing to split; the run says so instead of measuring.
-        assert runs == []
-        return
-    (run,) = runs
-    assert run["name"].endswith("-dedicated")
-    # Observed in the child processes: the learner on the first half, actors on the second.
-    assert (run["learner_cpus"], run["actor_cpus"]) == tuple(split)
-    assert run["learner_tf_threads"] == len(split[0])
+@pytest.mark.timeout(900)
+def test_end_to_end_run_in_a_learner_process(tmp_path):
+    split = end_to_end.split_cpus()
+    if split is None:  # One CPU: nothing to split; run it unpinned.
+        sizes = common.Sizes(e2e_runs=(E2E_RUN,), **E2E)
+    else:
+        sizes = common.Sizes(dedicated_runs=(E2E_RUN,), **E2E)
+    before = _children()
+    data = main.run_benchmark(sizes, ("e2e",))
+    assert _children() <= before, "child processes left running"
+    sections = data["sections"]
+    assert set(sections) == {"end_to_end", "end_to_end_dedicated"}
+    (run,) = sections["end_to_end"] + sections["end_to_end_dedicated"]
+
     assert run["updates"] >= 2
+    assert run["fake_deepmind_lab"] == (importlib.util.find_spec("deepmind_lab") is None)
+    # Frames = updates x B x T x 4 action repeats, counted at the learner over the window.
+    assert run["environment_frames"] == run["updates"] * 2 * 5 * 4
+    _assert_finite_positive(run, "window_seconds", "same_batch_update_seconds")
+    assert run["environment_frames_per_second"] == pytest.approx(
+        run["environment_frames"] / run["window_seconds"]
+    )
+    assert run["same_batch_update_frames_per_second"] == pytest.approx(
+        2 * 5 * 4 / run["same_batch_update_seconds"]
+    )
+    assert run["learner_peak_rss_mb"] > 100 and len(run["actor_peak_rss_mb"]) == 1
+    assert run["actor_peak_rss_mb"][0] > 50  # A TF process plus its env worker.
+    # Observed, not configured: the actor and its env worker ran at the nice increment asked for
+    # and, with two or more CPUs, the learner and the actors on separate halves of them.
+    assert run["actor_nice"] == [min(19, os.nice(0) + 3)]
+    if split is not None:
+        assert run["name"].endswith("-dedicated")
+        assert (run["learner_cpus"], run["actor_cpus"]) == tuple(split)
+        assert run["learner_tf_threads"] == len(split[0])
+
+    # learner_efficiency: against the same learner's update on its last batch.
     efficiency = data["ratios"]["learner_efficiency"][run["name"]]
     assert efficiency["ratio"] == pytest.approx(
         run["environment_frames_per_second"] / run["same_batch_update_frames_per_second"]
     )
+    lines = report.format_ratios(data["ratios"])
+    assert any(line.startswith("learner_efficiency=") for line in lines)
+    # ... and, when one was measured, against the synthetic update of the same agent, shapes, B, T.
+    synthetic = dict(
+        name="update-shallow-dmlab",
+        agent="shallow",
+        shapes="dmlab",
+        batch_size=2,
+        unroll_length=5,
+        jit_compile=False,
+        seconds_per_update=0.01,
+        environment_frames_per_second=4000.0,
+    )
+    entry = report.compute_ratios({**sections, "learner_update": [synthetic]})[
+        "learner_efficiency"
+    ][run["name"]]
+    assert entry["ratio_to_synthetic"] == pytest.approx(
+        run["environment_frames_per_second"] / 4000.0
+    )
+    # The file renders as a Table-1-style report, and its ratios follow from its sections.
+    loaded = _round_trip(data, tmp_path)
+    assert report.compute_ratios(loaded["sections"]) == loaded["ratios"]
+    assert run["name"] in {r["name"] for r in loaded["results"]}
+    assert "IMPALA 48 actors" in throughput.build_report(loaded).render("markdown")
+
+
+@pytest.mark.timeout(600)
+def test_command_line_writes_the_json(tmp_path):
+    output = tmp_path / "out.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "impala_tf.benchmark", "--quick", "--sections=vtrace"]
+        + [f"--output={output}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=500,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"wrote {output}" in result.stdout
+    data = json.loads(output.read_text())
+    assert set(data["sections"]) == {"vtrace"}
+    quick = common.Sizes.quick()
+    assert [(v["unroll_length"], v["batch_size"]) for v in data["sections"]["vtrace"]] == [
+        (quick.dmlab_unroll, quick.dmlab_batch),
+        (quick.atari_unroll, quick.atari_batch),
+    ]
+    assert set(data["ratios"]) == {"learner_efficiency", "actor_efficiency", "vtrace_fraction"}
+    throughput.validate_benchmark(data)  # `machine` and `results` as the report expects.
+
+
+@pytest.mark.timeout(60)
+def test_child_entry_point_loads_no_library_before_pinning():
+    # Children pin their CPUs first (`os.sched_setaffinity` covers only threads started later).
+    code = (
+        "import sys, impala_tf.benchmark.child; "
+        "sys.exit(any(m in sys.modules for m in ('numpy', 'tensorflow', 'psutil')))"
+    )
+    assert subprocess.run([sys.executable, "-c", code], cwd=ROOT, timeout=50).returncode == 0
+
+
+def test_command_line_rejects_unknown_sections(capsys):
+    with pytest.raises(SystemExit) as info:
+        main.main(["--sections=update,bogus"])
+    assert info.value.code == 2
+    assert "unknown sections ['bogus']" in capsys.readouterr().err
 
 
 def test_vtrace_fraction_scales_by_batch_and_time_when_sizes_differ():
@@ -184,10 +256,10 @@ def test_vtrace_fraction_scales_by_batch_and_time_when_sizes_differ():
         ],
         "vtrace": [dict(name="v", unroll_length=20, batch_size=8, seconds_per_call=0.001)],
     }
-    fractions = benchmark.compute_ratios(sections)["vtrace_fraction"]
+    fractions = report.compute_ratios(sections)["vtrace_fraction"]
     # 0.001 s x (3200 / 160) / 2.0 s.
     assert list(fractions.values()) == [pytest.approx(0.01)]
     sections["vtrace"][0].update(unroll_length=100, batch_size=32)
-    assert list(benchmark.compute_ratios(sections)["vtrace_fraction"].values()) == [
+    assert list(report.compute_ratios(sections)["vtrace_fraction"].values()) == [
         pytest.approx(0.0005)
     ]

@@ -106,13 +106,13 @@ def test_summaries_write_the_atari57_median_only_when_every_game_has_episodes(tm
 
 
 def test_a_failed_checkpoint_keeps_the_previous_one(tmp_path, capsys, monkeypatch):
-    from impala_tf import runtime
+    from impala_tf import checkpoints
 
     variable = tf.Variable(1.0)
     checkpoint = tf.train.Checkpoint(v=variable)
     directory = tmp_path / "checkpoints"
     manager = tf.train.CheckpointManager(checkpoint, str(directory), 3)
-    first = runtime.save_checkpoint(manager, 100, "[test]")
+    first = checkpoints.save(manager, 100, "[test]")
     assert first and first.endswith("ckpt-100")
 
     def disk_full(*args, **kwargs):
@@ -121,6 +121,63 @@ def test_a_failed_checkpoint_keeps_the_previous_one(tmp_path, capsys, monkeypatc
     for name in ("write", "_write"):
         if hasattr(checkpoint, name):
             monkeypatch.setattr(checkpoint, name, disk_full)
-    assert runtime.save_checkpoint(manager, 200, "[test]") is None
+    assert checkpoints.save(manager, 200, "[test]") is None
     assert "checkpoint at 200 frames failed" in capsys.readouterr().err
     assert tf.train.latest_checkpoint(str(directory)).endswith("ckpt-100")
+
+
+def _rows(tmp_path):
+    return bookkeeping.read_episodes(str(tmp_path / "episodes.csv"))
+
+
+def test_resume_drops_rows_logged_after_the_restored_frames(tmp_path):
+    """After a crash, frames since the last checkpoint are replayed: their rows are not doubled."""
+    log = bookkeeping.EpisodeLog(str(tmp_path), num_action_repeats=4)
+    for frames in (100, 200, 300):
+        log.write(frames, [EpisodeRecord("toy/catch", 1.0, 10, 0)])
+    log.close()
+    with open(tmp_path / "episodes.csv", "a") as f:
+        f.write("400,toy/catch,1")  # A row cut short by kill -9.
+    log = bookkeeping.EpisodeLog(str(tmp_path), num_action_repeats=4, resume_frames=200)
+    log.write(250, [EpisodeRecord("toy/catch", 0.5, 10, 1)])
+    log.close()
+    assert [r["environment_frames"] for r in _rows(tmp_path)] == [100, 200, 250]
+
+
+def test_a_full_disk_loses_no_rows_in_half_and_training_goes_on(tmp_path, monkeypatch, capsys):
+    log = bookkeeping.EpisodeLog(str(tmp_path), num_action_repeats=1)
+    log.write(1, [EpisodeRecord("toy/catch", 1.0, 1, 0)])
+    real_file = log._file
+
+    class FullDisk:
+        def __init__(self, wrapped):
+            self.wrapped = wrapped
+
+        def write(self, text):
+            self.wrapped.write(text[: len(text) // 2])  # Half a row reaches the disk...
+            self.wrapped.flush()
+            raise OSError(28, "No space left on device")  # ...then the disk is full.
+
+        def __getattr__(self, name):
+            return getattr(self.wrapped, name)
+
+    log._file = FullDisk(real_file)
+    log.write(2, [EpisodeRecord("toy/catch", -1.0, 1, 0)])  # Does not raise.
+    log.write(3, [EpisodeRecord("toy/catch", -1.0, 1, 0)])  # Reopened: writes again.
+    log.close()
+    assert "No space left on device" in capsys.readouterr().err
+    assert [r["environment_frames"] for r in _rows(tmp_path)] == [1, 3]
+    assert log.lost_episodes == 1
+    text = (tmp_path / "episodes.csv").read_text()
+    assert all(line.count(",") == 5 for line in text.splitlines()), text
+
+
+def test_a_deleted_episode_log_is_recreated(tmp_path):
+    log = bookkeeping.EpisodeLog(str(tmp_path), num_action_repeats=1)
+    log.write(1, [EpisodeRecord("toy/catch", 1.0, 1, 0)])
+    (tmp_path / "episodes.csv").unlink()
+    log.write(2, [EpisodeRecord("toy/catch", 0.0, 1, 0)])
+    log.close()
+    assert [r["environment_frames"] for r in _rows(tmp_path)] == [2]
+    header = (tmp_path / "episodes.csv").read_text().splitlines()[0]
+    assert header == ",".join(bookkeeping.EPISODES_CSV_FIELDS)

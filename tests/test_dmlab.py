@@ -1,4 +1,4 @@
-"""Tests of the DeepMind Lab adapter (`impala_tf.envs.dmlab`) against `tests/fake_deepmind_lab`.
+"""Tests of the DeepMind Lab adapter (`impala_tf.envs.dmlab`) against `impala_tf.testing`'s fake.
 
 The fake module behaves like the documented `deepmind_lab` API (string-only config, np.intc
 7-vector actions, RuntimeError after the episode ends, level-cache fetch/write); it is put on
@@ -15,12 +15,12 @@ import sys
 import numpy as np
 import pytest
 
-from impala_tf import envs, structures
+from impala_tf import envs, structures, testing
 from impala_tf.configs import EnvConfig
 from impala_tf.envs import dmlab
 from impala_tf.envs.base import StepStream
 
-FAKE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_deepmind_lab")
+FAKE_DIR = testing.fake_deepmind_lab_path()
 
 # Facts 4.1 (paper Table D.2): index -> native DMLab action.
 PAPER_ACTIONS = [
@@ -38,7 +38,7 @@ PAPER_ACTIONS = [
 
 @pytest.fixture
 def fake_lab(monkeypatch):
-    """The fake `deepmind_lab` module, imported fresh from tests/fake_deepmind_lab."""
+    """The fake `deepmind_lab` module, imported fresh from `impala_tf.testing`."""
     monkeypatch.syspath_prepend(FAKE_DIR)
     monkeypatch.delitem(sys.modules, "deepmind_lab", raising=False)
     import deepmind_lab
@@ -244,7 +244,7 @@ def test_environment_spec_without_deepmind_lab(monkeypatch):
 
 
 def test_missing_deepmind_lab_raises_build_instructions(monkeypatch):
-    monkeypatch.setattr(sys, "path", [p for p in sys.path if "fake_deepmind_lab" not in p])
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p != FAKE_DIR])
     monkeypatch.setitem(sys.modules, "deepmind_lab", None)
     with pytest.raises(dmlab.DeepMindLabNotInstalledError) as info:
         dmlab.create("seekavoid_arena_01", EnvConfig(), seed=1)

@@ -17,10 +17,9 @@ import pytest
 import tensorflow as tf
 
 import dmlab30
-from impala_tf import atari57, configs, evaluation, structures
+from impala_tf import atari57, configs, envs, evaluation, structures
 from impala_tf.envs import toy
 from impala_tf.envs.base import StepStream
-from impala_tf.experiment import complete_config
 from impala_tf.reports import common
 
 
@@ -37,9 +36,9 @@ def no_leaked_children():
 
 
 def _toy_config(level: str, use_lstm: bool = True) -> configs.Config:
-    return complete_config(
+    return envs.complete_config(
         configs.from_preset(
-            "default",
+            "toy",
             {"env": {"level_name": level}, "agent": {"agent": "shallow", "use_lstm": use_lstm}},
         )
     )
@@ -253,7 +252,7 @@ def test_greedy_plays_the_dominant_action_and_sampled_does_not(tmp_path, no_leak
 
 @pytest.mark.timeout(180)
 def test_atari_pong_results_have_human_normalized_score(tmp_path, no_leaked_children):
-    config = complete_config(
+    config = envs.complete_config(
         configs.from_preset(
             "atari",
             {

@@ -1,7 +1,9 @@
 """The entry point: `--mode=describe`, presets with flag overrides, test mode through the CLI."""
 
+import ast
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -23,7 +25,7 @@ def run(*flags, timeout=170):
 
 
 def deep_dmlab_parameters(num_actions=9):
-    """Facts 1.1 and 1.3, by hand: 15 convs, FC 3456->256, LSTM 330->256, language, heads."""
+    """The release's deep agent by hand: 15 convs, FC 3456->256, LSTM 330->256, language, heads."""
     convs = (3 * 3 * 3 * 16 + 16) + 4 * (3 * 3 * 16 * 16 + 16)
     convs += (3 * 3 * 16 * 32 + 32) + 4 * (3 * 3 * 32 * 32 + 32)
     convs += (3 * 3 * 32 * 32 + 32) + 4 * (3 * 3 * 32 * 32 + 32)
@@ -35,31 +37,135 @@ def deep_dmlab_parameters(num_actions=9):
     return convs + fc + lstm + language + heads
 
 
-@pytest.mark.timeout(180)
-def test_describe_dmlab30_without_deepmind_lab():
-    result = run("--mode=describe", "--preset=dmlab30")
+def settings_of(stdout):
+    """`{section.field: (value, source)}` from `--mode=describe`'s Settings block."""
+    block = stdout.split("Settings:\n", 1)[1].split("\nConfiguration:", 1)[0]
+    parsed = {}
+    for line in block.splitlines():
+        key, rest = line.split(None, 1)
+        value, source = rest.rsplit("  (", 1)
+        parsed[key] = (ast.literal_eval(value.strip()), source.rstrip(")"))
+    return parsed
+
+
+# The official release's README command lines (google-deepmind/scalable_agent), without --preset.
+RELEASE_DMLAB30 = (
+    "--level_name=dmlab30",
+    "--num_actors=150",
+    "--batch_size=32",
+    "--entropy_cost=0.0033391318945337044",
+    "--learning_rate=0.00031866995608948655",
+    "--total_environment_frames=10000000000",
+    "--reward_clipping=soft_asymmetric",
+)
+RELEASE_SINGLE_LEVEL = (
+    "--level_name=explore_goal_locations_small",
+    "--num_actors=48",
+    "--batch_size=32",
+)
+
+
+@pytest.mark.timeout(300)
+def test_release_dmlab30_command_without_preset_gets_the_papers_settings():
+    result = run("--mode=describe", *RELEASE_DMLAB30)
     assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("Preset: dmlab30 (chosen from the level)")
+    got = settings_of(result.stdout)
+    assert got["env.num_action_repeats"] == (4, "preset dmlab30")
+    assert got["learner.unroll_length"] == (100, "preset dmlab30")
+    assert got["learner.epsilon"] == (0.1, "preset dmlab30")
+    assert got["learner.reward_clipping"] == ("soft_asymmetric", "flag")
+    assert got["learner.entropy_cost"] == (0.0033391318945337044, "flag")
+    assert got["learner.learning_rate"] == (0.00031866995608948655, "flag")
+    assert got["learner.total_environment_frames"] == (10_000_000_000, "flag")
+    assert got["runtime.num_actors"] == (150, "flag")
+    assert got["learner.batch_size"] == (32, "flag")
+    # The release's other values (its flag defaults, Table D.3).
+    assert got["learner.discounting"][0] == 0.99 and got["learner.baseline_cost"][0] == 0.5
+    assert got["learner.decay"][0] == 0.99 and got["learner.momentum"][0] == 0.0
+    assert got["learner.grad_norm_clipping"][0] == 0.0
+    assert (got["env.width"][0], got["env.height"][0]) == (96, 72)
+    assert got["agent.use_lstm"][0] is True and got["agent.agent"][0] == "deep"
+    assert got["agent.use_instruction"] == (True, "environment")
+    assert got["agent.num_actions"] == (9, "environment")
     lines = result.stdout.strip().splitlines()
     assert lines[-1] == f"Trainable parameters: {deep_dmlab_parameters()}"
     assert deep_dmlab_parameters() == 1_628_010  # "1.6 million parameters" (Figure 3).
-    assert '"reward_clipping": "soft_asymmetric"' in result.stdout
     assert "frame [72, 96, 3] uint8" in result.stdout
     assert "agent/resnet_torso/section_0_conv/w:0" in result.stdout
 
 
-@pytest.mark.timeout(180)
-def test_explicit_flags_override_the_preset():
-    result = run(
-        "--mode=describe", "--preset=atari", "--level_name=atari/breakout", "--learning_rate=0.1"
-    )
+@pytest.mark.timeout(300)
+def test_release_single_level_command_without_preset_gets_the_papers_settings():
+    result = run("--mode=describe", *RELEASE_SINGLE_LEVEL)
     assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("Preset: dmlab (chosen from the level)")
+    got = settings_of(result.stdout)
+    assert got["env.num_action_repeats"] == (4, "preset dmlab")
+    assert got["learner.unroll_length"] == (100, "preset dmlab")
+    assert got["learner.epsilon"] == (0.1, "preset dmlab")
+    assert got["learner.entropy_cost"] == (0.00025, "preset dmlab")  # The release's defaults.
+    assert got["learner.learning_rate"] == (0.00048, "preset dmlab")
+    assert got["learner.reward_clipping"] == ("abs_one", "preset dmlab")
+    assert got["learner.batch_size"] == (32, "flag") and got["runtime.num_actors"] == (48, "flag")
+
+
+@pytest.mark.timeout(300)
+def test_explicit_flags_override_the_level_chosen_preset():
+    result = run("--mode=describe", "--level_name=atari/breakout", "--learning_rate=0.1")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("Preset: atari (chosen from the level)")
     config = json.loads(result.stdout.split("Configuration:\n", 1)[1].split("\nObservation")[0])
     assert config["learner"]["learning_rate"] == 0.1
-    assert config["learner"]["epsilon"] == 0.01  # From the preset.
+    assert config["learner"]["epsilon"] == 0.01  # From the preset (Table G.1).
     assert config["learner"]["grad_norm_clipping"] == 40.0
+    assert config["learner"]["unroll_length"] == 20
     assert config["env"]["level_name"] == "atari/breakout"
     assert config["agent"]["num_actions"] == 4  # Breakout's minimal action set.
     assert config["agent"]["use_lstm"] is False
+
+
+def test_help_shows_no_default_that_does_not_apply():
+    result = run("--helpfull", timeout=120)  # absl exits 1 after printing help.
+    text = result.stdout
+    assert "--level_name" in text, result.stderr
+    help_of = {}
+    for block in re.split(r"\n  --", text):
+        name = re.match(r"(?:\[no\])?(\w+)", block)
+        if name:
+            help_of[name.group(1)] = " ".join(block.split())
+    from impala_tf import configs
+
+    for key in configs.preset_keys():
+        name = key.split(".")[1]
+        assert "(default: from the preset)" in help_of[name], help_of[name]
+        assert "(default: '" not in help_of[name], help_of[name]
+    assert "(default: '0.99')" in help_of["discounting"]  # Set by no preset: its real default.
+    assert "preset" in help_of and "(default:" not in help_of["preset"]
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (("--batch_size=abc",), "batch_size"),
+        (("--learning_rate=nan",), "learning_rate must be finite"),
+        (("--epsilon=nan",), "epsilon must be finite"),
+        (("--entropy_cost=inf",), "entropy_cost must be finite"),
+        (("--batch_size=1000000000",), "batch_size=1000000000 is out of range"),
+        (("--num_actors=1000000",), "num_actors=1000000 is out of range"),
+        (("--preset=nope",), "unknown preset"),
+        (("--level_name=atari/pongg",), "unknown"),
+        (("--level_name=toy/catch", "--num_action_repeats=4"), "does not apply to toy/catch"),
+        (("--reward_clipping=abs_two",), "reward_clipping"),
+        (("extra_argument",), "unexpected arguments"),
+    ],
+)
+def test_bad_flags_exit_2_with_one_line(flags, message):
+    result = run("--mode=describe", *flags, timeout=120)
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and message in errors[0], result.stderr
+    assert "Traceback" not in result.stderr
 
 
 @pytest.mark.timeout(240)
@@ -67,8 +173,7 @@ def test_test_mode_on_an_atari_checkpoint_then_the_atari_report(tmp_path):
     """A checkpoint evaluated through the CLI produces a results file that the report renders."""
     import tensorflow as tf
 
-    from impala_tf import configs, runtime
-    from impala_tf.experiment import complete_config
+    from impala_tf import builders, configs, envs
 
     logdir = tmp_path / "run"
     config = configs.from_preset(
@@ -79,10 +184,10 @@ def test_test_mode_on_an_atari_checkpoint_then_the_atari_report(tmp_path):
             "runtime": {"logdir": str(logdir)},
         },
     )
-    config = complete_config(config)
-    agent = runtime.build_agent(config)
+    config = envs.complete_config(config)
+    agent = builders.build_agent(config)
     os.makedirs(logdir)
-    runtime.write_config(str(logdir), config)
+    configs.write_config(str(logdir / "config.json"), config)
     manager = tf.train.CheckpointManager(
         tf.train.Checkpoint(agent=agent), str(logdir / "checkpoints"), max_to_keep=1
     )

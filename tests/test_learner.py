@@ -157,6 +157,26 @@ def test_non_finite_loss_skips_the_update(agent_and_batch):
         np.testing.assert_array_equal(old, new.numpy())
 
 
+def test_an_update_that_would_overflow_the_weights_is_not_applied(agent_and_batch):
+    """A huge but finite step (e.g. --learning_rate=1e30 before validation refused it) must not
+    poison the weights: the update is skipped and nothing changes."""
+    _, batch = agent_and_batch
+    agent = make_agent()
+    config = LearnerConfig(batch_size=3, unroll_length=10, learning_rate=1e38)
+    learner = learner_lib.Learner(agent, config, num_action_repeats=4)
+    tensors = to_tensors(batch)
+    learner.build(tensors)
+    tracked = list(agent.trainable_variables) + list(learner.optimizer.ms)
+    before = [v.numpy().copy() for v in tracked]
+    logs = learner.train_step(tensors)
+    assert np.isfinite(float(logs["total_loss"]))  # The loss itself was fine...
+    assert not bool(logs["update_applied"])  # ...but the step would overflow float32.
+    assert int(learner.num_skipped_updates.numpy()) == 1
+    assert int(learner.num_environment_frames.numpy()) == 0
+    for old, new in zip(before, tracked, strict=True):
+        np.testing.assert_array_equal(old, new.numpy())
+
+
 _STRATEGY_SCRIPT = r"""
 import sys
 import numpy as np
@@ -247,3 +267,47 @@ def test_finished_episodes_counts_each_game_once(agent_and_batch):
     assert {e.level_name for e in episodes} == {"fake"}
     single = tree.map_structure(lambda x: x[0], batch)
     assert structures.finished_episodes(single) == episodes[:1]
+
+
+def test_term_diagnostics_are_the_gradients_of_the_loss_terms():
+    """The summaries' per-term gradient norms equal what autodiff gives for each loss term."""
+    from impala_tf import losses, vtrace
+
+    rng = np.random.default_rng(3)
+    t, b, a = 5, 4, 3
+    aligned = learner_lib.AlignedBatch(
+        behaviour_logits=tf.constant(rng.normal(size=(t, b, a)), tf.float32),
+        target_logits=tf.constant(rng.normal(size=(t, b, a)), tf.float32),
+        actions=tf.constant(rng.integers(0, a, size=(t, b)), tf.int32),
+        rewards=tf.constant(rng.normal(size=(t, b)), tf.float32),
+        done=tf.constant(rng.random((t, b)) < 0.2),
+        values=tf.constant(rng.normal(size=(t, b)), tf.float32),
+        bootstrap_value=tf.constant(rng.normal(size=(b,)), tf.float32),
+    )
+    config = LearnerConfig(entropy_cost=0.03, baseline_cost=0.5)
+    returns = vtrace.from_logits(
+        aligned.behaviour_logits,
+        aligned.target_logits,
+        aligned.actions,
+        0.99 * tf.cast(~aligned.done, tf.float32),
+        aligned.rewards,
+        aligned.values,
+        aligned.bootstrap_value,
+    )
+    logits, values = aligned.target_logits, aligned.values
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch([logits, values])
+        pg = losses.policy_gradient_loss(logits, aligned.actions, returns.pg_advantages)
+        entropy = config.entropy_cost * losses.entropy_loss(logits)
+        baseline = config.baseline_cost * losses.baseline_loss(returns.vs - values)
+    got = learner_lib.term_diagnostics(aligned, returns, config)
+    np.testing.assert_allclose(got["pg_logits_gradient_norm"], tf.norm(tape.gradient(pg, logits)))
+    np.testing.assert_allclose(
+        got["entropy_logits_gradient_norm"], tf.norm(tape.gradient(entropy, logits)), rtol=1e-5
+    )
+    np.testing.assert_allclose(
+        got["baseline_values_gradient_norm"], tf.norm(tape.gradient(baseline, values)), rtol=1e-6
+    )
+    np.testing.assert_allclose(
+        got["policy_entropy"], -losses.entropy_loss(logits) / (t * b), rtol=1e-6
+    )

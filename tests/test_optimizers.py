@@ -1,4 +1,5 @@
-"""Tests of `impala_tf.optimizers` against hand-written TF1 RMSProp arithmetic (facts 3.6, 3.7).
+"""Tests of `impala_tf.optimizers` against hand-written TF1 RMSProp arithmetic (the release's
+`tf.train.RMSPropOptimizer`).
 
 The reference below is written from the TF1 `RMSPropOptimizer` update rule (ms initialised to ones,
 epsilon inside the square root), not from the module. Runtime: about 15 s (one subprocess with two
@@ -57,6 +58,19 @@ def test_matches_hand_computed_tf1_rmsprop(momentum):
     fresh = tf.Variable([0.0], dtype=tf.float64)
     optimizers.RMSProp(momentum=momentum).apply([tf.constant([1.0], tf.float64)], [fresh], 0.1)
     np.testing.assert_allclose(fresh.numpy(), [-0.1 / np.sqrt(1.1)], rtol=1e-12)
+
+
+def test_update_is_finite_predicts_an_overflow_without_applying_it():
+    variable = tf.Variable([[1.0, -2.0], [3.0, 0.5]])
+    optimizer = optimizers.RMSProp(decay=0.99, momentum=0.0, epsilon=0.01)
+    optimizer.build([variable])
+    gradient = tf.constant([[100.0, 100.0], [100.0, 100.0]])
+    assert bool(optimizer.update_is_finite([gradient], [variable], 0.1))
+    assert not bool(optimizer.update_is_finite([gradient], [variable], 1e38))
+    assert not bool(optimizer.update_is_finite([gradient * np.nan], [variable], 0.1))
+    assert bool(optimizer.update_is_finite([None], [variable], 1e38))  # Nothing to apply.
+    np.testing.assert_array_equal(variable.numpy(), [[1.0, -2.0], [3.0, 0.5]])
+    np.testing.assert_array_equal(optimizer.ms[0].numpy(), np.ones((2, 2)))  # Untouched.
 
 
 def test_defaults_are_the_papers():

@@ -25,6 +25,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
+from impala_tf import cluster as cluster_lib  # noqa: E402
 from impala_tf import structures, transport  # noqa: E402
 
 ArraySpec = structures.ArraySpec
@@ -172,13 +173,13 @@ def tf_module():
 
 @pytest.mark.timeout(30)
 def test_cluster_from_flags_and_round_robin():
-    cluster = transport.cluster_from_flags("h0:8000, h1:8000", "a:9001,a:9002,a:9003")
+    cluster = cluster_lib.cluster_from_flags("h0:8000, h1:8000", "a:9001,a:9002,a:9003")
     assert cluster.learner_hosts == ("h0:8000", "h1:8000")
     assert cluster.actor_hosts == ("a:9001", "a:9002", "a:9003")
     assert cluster.learner_target(1) == "grpc://h1:8000"
     assert [cluster.learner_for_actor(i) for i in range(5)] == [0, 1, 0, 1, 0]
-    assert transport.cluster_from_flags("[::1]:8000").learner_hosts == ("[::1]:8000",)
-    assert transport.cluster_from_flags("h:1").actor_hosts == ()
+    assert cluster_lib.cluster_from_flags("[::1]:8000").learner_hosts == ("[::1]:8000",)
+    assert cluster_lib.cluster_from_flags("h:1").actor_hosts == ()
 
 
 @pytest.mark.timeout(30)
@@ -198,26 +199,26 @@ def test_cluster_from_flags_and_round_robin():
 )
 def test_cluster_validation_errors(learners, actors, message):
     with pytest.raises(ValueError, match=message):
-        transport.cluster_from_flags(learners, actors)
+        cluster_lib.cluster_from_flags(learners, actors)
 
 
 @pytest.mark.timeout(30)
 def test_cluster_from_json_spec_and_tf_config():
     spec = {"learner": ["l:1", "l:2"], "actor": ["a:1"], "collective": ["c:1", "c:2"]}
-    cluster, job, index = transport.cluster_from_json(json.dumps(spec))
+    cluster, job, index = cluster_lib.cluster_from_json(json.dumps(spec))
     assert (job, index) == (None, None)
     assert cluster.collective_hosts == ("c:1", "c:2")
     tf_config = {"cluster": spec, "task": {"type": "learner", "index": 1}}
-    assert transport.cluster_from_json(json.dumps(tf_config)) == (cluster, "learner", 1)
+    assert cluster_lib.cluster_from_json(json.dumps(tf_config)) == (cluster, "learner", 1)
     # Round trip through ClusterConfig.tf_config.
-    assert transport.cluster_from_json(cluster.tf_config("actor", 0)) == (cluster, "actor", 0)
+    assert cluster_lib.cluster_from_json(cluster.tf_config("actor", 0)) == (cluster, "actor", 0)
     # Actors need not be listed: any non-negative actor index is accepted then.
     bare = {"cluster": {"learner": ["l:1"]}, "task": {"type": "actor", "index": 7}}
-    assert transport.cluster_from_json(json.dumps(bare))[1:] == ("actor", 7)
+    assert cluster_lib.cluster_from_json(json.dumps(bare))[1:] == ("actor", 7)
 
     def error(data):
         with pytest.raises(ValueError) as info:
-            transport.cluster_from_json(json.dumps(data) if not isinstance(data, str) else data)
+            cluster_lib.cluster_from_json(json.dumps(data) if not isinstance(data, str) else data)
         return str(info.value)
 
     assert "unknown job names ['worker']" in error({"learner": ["l:1"], "worker": ["w:1"]})
@@ -232,12 +233,12 @@ def test_cluster_from_json_spec_and_tf_config():
 
 @pytest.mark.timeout(30)
 def test_local_cluster_ports_are_distinct():
-    cluster = transport.local_cluster(2, 3)
+    cluster = cluster_lib.local_cluster(2, 3)
     hosts = cluster.learner_hosts + cluster.actor_hosts + cluster.collective_hosts
     assert len(cluster.learner_hosts) == 2 and len(cluster.actor_hosts) == 3
     assert len(cluster.collective_hosts) == 2
     assert len(set(hosts)) == 7 and all(h.startswith("localhost:") for h in hosts)
-    assert transport.local_cluster(1).collective_hosts == ()
+    assert cluster_lib.local_cluster(1).collective_hosts == ()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -246,7 +247,7 @@ def test_local_cluster_ports_are_distinct():
 
 @pytest.fixture()
 def learner(tf_module):
-    cluster = transport.local_cluster(1)
+    cluster = cluster_lib.local_cluster(1)
     server = transport.start_learner_server(cluster, 0)
     yield cluster, server
     # In-process servers cannot be stopped in TF 2.21; each test uses its own port.
@@ -326,6 +327,47 @@ def test_dequeue_timeout_loses_nothing(learner):
     client.enqueue(small_trajectory(0, 1))
     batch = learner_queue.dequeue_many(2, timeout=30)
     assert batch["index"].tolist() == [0, 1]
+
+
+@pytest.mark.timeout(120)
+def test_an_error_with_a_huge_message_is_handled_in_bounded_time(learner, tf_module, monkeypatch):
+    """The silent hang of a long Pong run, injected: an enqueue fails with an error whose message
+    is as long as a trajectory. TensorFlow's Python `Session.run` formats such a message with a
+    regular expression whose cost is quadratic in its length (hours for 2 MB, at 100 % CPU); the
+    client must raise within seconds instead, with a one-line summary."""
+    from tensorflow.python.client import session as session_lib
+
+    cluster, server = learner
+    learner_queue = transport.TrajectoryQueue(server, SMALL_SPECS, capacity=2)
+    client = transport.QueueClient(cluster.learner_hosts[0], SMALL_SPECS, capacity=2)
+    huge = "payload " * 250_000  # 2 MB, no node tag: the regex's worst case.
+    real = {
+        name: getattr(session_lib.tf_session, name)
+        for name in ("TF_SessionRun_wrapper", "TF_SessionRunCallable")
+    }
+    failures = []
+
+    def failing(name):
+        def run(*args, **kwargs):
+            if not failures:
+                failures.append(name)
+                raise tf_module.errors.InternalError(None, None, huge)
+            return real[name](*args, **kwargs)
+
+        return run
+
+    for name in real:
+        monkeypatch.setattr(session_lib.tf_session, name, failing(name))
+    thread, outcome = _run_in_thread(lambda: client.enqueue(small_trajectory(0, 0)))
+    thread.join(30)
+    assert not thread.is_alive(), "the enqueue is stuck formatting the error's message"
+    error = outcome.get("error")
+    assert isinstance(error, tf_module.errors.InternalError), outcome
+    summary = transport.error_summary(error)
+    assert summary.startswith("InternalError: payload payload") and len(summary) < 400
+    assert "message of 2,000,000 characters" in summary
+    client.enqueue(small_trajectory(0, 1))  # The client goes on working.
+    assert learner_queue.dequeue_many(1, timeout=30)["index"].tolist() == [1]
 
 
 def _run_in_thread(fn) -> tuple[threading.Thread, dict]:
@@ -428,7 +470,7 @@ def test_parameter_publish_fetch_and_version(learner, tf_module):
 
 @pytest.mark.timeout(30)
 def test_unreachable_learner_raises_within_bound(tf_module):
-    address = f"localhost:{transport.free_port()}"
+    address = f"localhost:{cluster_lib.free_port()}"
     start = time.monotonic()
     with pytest.raises(transport.LearnerUnreachableError, match=address):
         transport.QueueClient(address, SMALL_SPECS, connect_seconds=1.0)
@@ -517,7 +559,7 @@ def test_actor_dies_and_late_actor_joins(learner):
 @pytest.mark.integration
 @pytest.mark.timeout(150)
 def test_learner_restart_client_reconnects(tf_module):
-    cluster = transport.local_cluster(1)
+    cluster = cluster_lib.local_cluster(1)
     address = cluster.learner_hosts[0]
     params = [ArraySpec((2,), np.float32, "w")]
     children = []
@@ -562,7 +604,7 @@ def test_learner_restart_client_reconnects(tf_module):
 @pytest.mark.timeout(180)
 def test_two_learners_apply_identical_updates(tf_module):
     tf = tf_module
-    cluster = transport.local_cluster(2)
+    cluster = cluster_lib.local_cluster(2)
     children = []
     try:
         for task in range(2):
@@ -662,7 +704,7 @@ def _role_actor(target: str, actor_id: int, count: int, wait_for_go: bool = Fals
 
 
 def _role_learner(address: str, version: int) -> None:
-    cluster = transport.ClusterConfig((address,))
+    cluster = cluster_lib.ClusterConfig((address,))
     server = transport.start_learner_server(cluster, 0)
     learner_queue = transport.TrajectoryQueue(server, SMALL_SPECS)
     store = transport.ParameterStore(server, [ArraySpec((2,), np.float32, "w")])
@@ -674,10 +716,10 @@ def _role_learner(address: str, version: int) -> None:
 
 
 def _role_mwms_learner(cluster: dict, task: int) -> None:
-    config = transport.ClusterConfig(
+    config = cluster_lib.ClusterConfig(
         tuple(cluster["learner"]), (), tuple(cluster.get("collective", ()))
     )
-    strategy = transport.learner_strategy(2, task, config.collective_hosts)
+    strategy = cluster_lib.learner_strategy(2, task, config.collective_hosts)
     assert strategy.num_replicas_in_sync == 2
     server = transport.start_learner_server(config, task)
     learner_queue = transport.TrajectoryQueue(server, REGRESSION_SPECS, task)
@@ -694,7 +736,7 @@ def _role_mirrored(batches: list) -> None:
 
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-    strategy = transport.learner_strategy(1)
+    strategy = cluster_lib.learner_strategy(1)
     print("replicas", strategy.num_replicas_in_sync, flush=True)
     batches = [{k: np.array(v, np.float32) for k, v in b.items()} for b in batches]
     weights = train_linear(strategy, batches)

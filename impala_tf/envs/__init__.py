@@ -10,15 +10,18 @@ Level names:
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 
-from impala_tf import structures
+from impala_tf import configs, structures
 from impala_tf.configs import EnvConfig
 from impala_tf.envs.base import Environment, StepStream
 
 __all__ = [
+    "ENVIRONMENT_FIELDS",
     "Environment",
     "StepStream",
+    "complete_config",
     "create_environment",
     "environment_kind",
     "environment_spec",
@@ -27,12 +30,8 @@ __all__ = [
 
 
 def environment_kind(level_name: str) -> str:
-    """`toy`, `atari` or `dmlab`, from a level or suite name."""
-    if level_name.startswith("toy/"):
-        return "toy"
-    if level_name.startswith("atari/") or level_name == "atari57":
-        return "atari"
-    return "dmlab"
+    """`toy`, `atari` or `dmlab`, from a level or suite name (`configs.level_kind`)."""
+    return configs.level_kind(level_name)
 
 
 def _module(kind: str):
@@ -71,3 +70,34 @@ def environment_spec(level_name: str, config: EnvConfig) -> tuple[structures.Obs
     spec is shared by all its levels (Atari-57 with the full 18-action set).
     """
     return _module(environment_kind(level_name)).environment_spec(level_name, config)
+
+
+# Config fields that the environment decides (`complete_config`).
+ENVIRONMENT_FIELDS = (
+    "env.kind",
+    "env.num_action_repeats",
+    "agent.num_actions",
+    "agent.use_instruction",
+)
+
+
+def complete_config(config: configs.Config) -> configs.Config:
+    """Fills in what the environment decides, once, so other code reads it from the config.
+
+    - `env.kind`: toy, atari or dmlab;
+    - `env.num_action_repeats`: 1 for toy tasks (one frame per agent step), else unchanged;
+    - `agent.num_actions`: the level's (or suite's) action count;
+    - `agent.use_instruction`: True for DeepMind Lab (the DMLab-30 language encoder, paper
+      section 5 and Figure 3), else False.
+
+    Raises:
+      ValueError: an unknown level, game or toy task (with suggestions), or invalid values.
+    """
+    kind = environment_kind(config.env.level_name)
+    repeats = 1 if kind == "toy" else config.env.num_action_repeats
+    env = dataclasses.replace(config.env, kind=kind, num_action_repeats=repeats)
+    _, num_actions = environment_spec(env.level_name, env)
+    agent = dataclasses.replace(
+        config.agent, num_actions=num_actions, use_instruction=kind == "dmlab"
+    )
+    return configs.validate(dataclasses.replace(config, env=env, agent=agent))

@@ -1,4 +1,4 @@
-"""Reproduces the paper's Atari-57 tables from evaluation results: Table 4 and Table C.1 (facts 5.4, 10).
+"""Reproduces the paper's Atari-57 tables from evaluation results: Table 4 and Table C.1.
 
 Usage::
 
@@ -8,14 +8,14 @@ Usage::
 Each results file (schema in `impala_tf.reports.common`) becomes one "ours" column named by its file
 stem. Games are `atari/<game>` (or bare `<game>`) levels; other levels are listed and ignored.
 
-Scoring (`impala_tf.atari57`, facts 10): per game the mean episode return over the evaluation
-episodes (the paper: up to 30 no-op starts, 108k-frame cap), normalised as
-`100 * (mean - random) / (human - random)`. Per-game scores and the median use the published
-(random, human) references of facts 10. The mean over the 57 games uses video_pinball's random score
-0, the convention under which the paper's Table 4 means are reproduced from its Table C.1
-(facts 5.4; `atari57.PAPER_MEAN_RANDOM_OVERRIDES`); the mean with the published video_pinball
-reference is printed on the line before. The median and mean need all 57 games: with a subset the
-per-game rows are rendered and the summary lines say so.
+Scoring (`impala_tf.scores`): per game the mean episode return over the evaluation episodes (the
+paper: up to 30 no-op starts, Table 4), normalised as `100 * (mean - random) / (human - random)`.
+Per-game scores and the median use the published random and human references of the DQN line of
+work (Mnih et al. 2015; van Hasselt et al. 2016; `impala_tf.atari57`). The mean over the 57 games
+uses video_pinball's random score 0, the convention under which the paper's Table 4 means are
+reproduced from its Table C.1 (`atari57.PAPER_MEAN_RANDOM_OVERRIDES`); the mean with the published
+video_pinball reference is printed on the line before. The median and mean need all 57 games: with a
+subset the per-game rows are rendered and the summary lines say so.
 
 Table C.1 columns: Random, Human, the paper's three IMPALA columns as printed (shallow, deep, deep
 multi-task; ACKTR and Reactor are left out), the paper's IMPALA (deep) human-normalised score, then
@@ -25,7 +25,6 @@ least one results file, in the paper's (alphabetical) order.
 The output ends with the first results file's `Median human-normalised score: X%` and
 `Mean human-normalised score: Y%`.
 """
-
 from __future__ import annotations
 
 import dataclasses
@@ -33,6 +32,7 @@ import sys
 from collections.abc import Sequence
 
 from impala_tf import atari57
+from impala_tf import scores as scoring
 from impala_tf.reports import common
 from impala_tf.reports.common import Column, EvaluationResults, Report, Table
 
@@ -48,7 +48,7 @@ class AtariScores:
 
     Attributes:
       mean_returns: bare game -> mean episode return, for the games evaluated.
-      normalized: bare game -> human-normalised score (percent, facts-10 references).
+      normalized: bare game -> human-normalised score (percent, published references).
       median: median over the 57 games (percent), None unless all 57 were evaluated.
       mean: mean over the 57 games with video_pinball random = 0 (the paper's convention), or None.
       mean_published_refs: mean with the published video_pinball random score, or None.
@@ -65,39 +65,36 @@ class AtariScores:
     ignored: list[str]
 
 
-def _is_atari(name: str) -> bool:
-    return name.startswith("atari/") or name in atari57.RANDOM_SCORES
-
-
 def score_results(results: EvaluationResults) -> AtariScores:
     """Scores one results file (see the module docstring).
+
+    Args:
+      results: the evaluation results.
+
+    Returns:
+      The per-game scores, and the median and means when all 57 games have returns.
 
     Raises:
       ValueError: an unknown `atari/<game>` (with close names), or a game given twice.
     """
-    game_returns: dict[str, list[float]] = {}
-    ignored = []
-    for name, returns in results.returns.items():
-        if not _is_atari(name):
-            ignored.append(name)
-            continue
-        game = atari57.game_name(name)
-        if game in game_returns:
-            raise ValueError(f"{results.name}: game {game!r} given more than once")
-        if returns:
-            game_returns[game] = list(returns)
-    normalized = atari57.normalized_scores(game_returns)
-    mean_returns = {g: sum(v) / len(v) for g, v in game_returns.items()}
-    missing = [g for g in atari57.GAMES if g not in game_returns]
+    try:
+        split = scoring.split_returns(results.returns, scoring.ATARI57)
+    except ValueError as error:
+        raise ValueError(f"{results.name}: {error}") from error
+    missing = split.missing
     median = mean = mean_published = None
     if not missing:
-        median = atari57.median_human_normalized_score(game_returns)
-        mean = atari57.mean_human_normalized_score(
-            game_returns, atari57.PAPER_MEAN_RANDOM_OVERRIDES
-        )
-        mean_published = atari57.mean_human_normalized_score(game_returns)
+        median = scoring.atari57_median_score(split.returns)
+        mean = scoring.atari57_mean_score(split.returns, atari57.PAPER_MEAN_RANDOM_OVERRIDES)
+        mean_published = scoring.atari57_mean_score(split.returns)
     return AtariScores(
-        mean_returns, normalized, median, mean, mean_published, missing, sorted(ignored)
+        mean_returns=split.mean_returns(),
+        normalized=scoring.normalized_scores(split.returns, scoring.ATARI57),
+        median=median,
+        mean=mean,
+        mean_published_refs=mean_published,
+        missing=missing,
+        ignored=split.ignored,
     )
 
 
@@ -126,8 +123,9 @@ def table_4(results: Sequence[EvaluationResults], scores: Sequence[AtariScores])
         )
         table.add_row([_ours_label(results, r), s.median, s.mean, note])
     table.notes.append(
-        "Means use video_pinball random = 0, the convention that reproduces the paper's means from "
-        "Table C.1 (facts 5.4); medians use the published references (facts 10)."
+        "Means use video_pinball random = 0, the convention that reproduces the paper's Table 4 "
+        "means from its Table C.1; medians use the published references (DQN line of work: "
+        "Mnih et al. 2015; van Hasselt et al. 2016)."
     )
     return table
 
@@ -154,13 +152,14 @@ def table_c1(results: Sequence[EvaluationResults], scores: Sequence[AtariScores]
             atari57.RANDOM_SCORES[game],
             atari57.HUMAN_SCORES[game],
             *[atari57.TABLE_C1[agent][game] for agent in PAPER_IMPALA_COLUMNS],
-            None if deep is None else atari57.human_normalized_score(game, deep),
+            None if deep is None else scoring.atari57_normalized_score(game, deep),
         ]
         for s in scores:
             cells += [s.mean_returns.get(game), s.normalized.get(game)]
         table.add_row(cells)
     table.notes.append(
-        "HNS = 100 * (score - random) / (human - random) with the references of facts 10."
+        "HNS = 100 * (score - random) / (human - random) with the published references (DQN line "
+        "of work: Mnih et al. 2015; van Hasselt et al. 2016)."
     )
     for r, s in zip(results, scores, strict=True):
         if s.missing and len(s.missing) < NUM_GAMES:

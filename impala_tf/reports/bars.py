@@ -1,22 +1,23 @@
-"""Per-level bar chart of our human-normalised test scores against the paper's (facts 5.3, 5.4, 10).
+"""Per-level bar chart of our human-normalised test scores against the paper's.
 
 Usage::
 
     python -m impala_tf.reports.bars RESULTS.json [RESULTS2.json ...] [--output PATH]
 
-One horizontal bar per level and series; a dashed line marks human level (100 %).
+One horizontal bar per level and series; a dashed line marks human level (100 %). The suite is the
+one the results' levels belong to (`impala_tf.scores.detect_suite`); levels of no suite are left out.
 
-- DMLab-30 results (any DMLab-30 level name; training names count for their test names): series are
-  our results files, then the paper's Table B.1 IMPALA (deep, PBT) and IMPALA-Experts (deep) columns,
-  all normalised with the release's references (`dmlab30.scoring.normalize`) and **uncapped** (the
-  cap would hide the language levels where the paper exceeds human).
-- Atari results (`atari/<game>`): our results files, then Table C.1 IMPALA (deep) and IMPALA
-  (shallow), normalised with the references of facts 10, on a symmetric-log axis.
+- DMLab-30 results (training names count for their test names): series are our results files, then
+  the paper's Table B.1 IMPALA (deep, PBT) and IMPALA-Experts (deep) columns, all normalised with the
+  official release's references (`dmlab30.py`; `impala_tf.scores.dmlab30_normalized_score`) and
+  **uncapped** (the cap would hide the language levels where the paper exceeds human).
+- Atari results (`atari/<game>`): our results files, then the paper's Table C.1 IMPALA (deep) and
+  IMPALA (shallow), normalised with the references of the DQN line of work (Mnih et al. 2015; van
+  Hasselt et al. 2016), on a symmetric-log axis.
 
 Levels shown: those evaluated by at least one results file, in the paper's order. Default output:
 `<first results file without .json>_bars.png`.
 """
-
 from __future__ import annotations
 
 import argparse
@@ -28,9 +29,8 @@ from collections.abc import Sequence
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from dmlab30 import levels as dmlab_levels
-from dmlab30 import paper_results, scoring
-from impala_tf import atari57
+from dmlab30 import paper_results
+from impala_tf import atari57, scores
 from impala_tf.reports import common
 from impala_tf.reports.common import EvaluationResults
 
@@ -39,33 +39,18 @@ Series = dict[str, list[float]]
 
 def _kind(results: Sequence[EvaluationResults]) -> str:
     names = [n for r in results for n in r.returns]
-    if any(dmlab_levels.to_test_level(n) in dmlab_levels.HUMAN_SCORES for n in names):
-        return "dmlab30"
-    if any(n.startswith("atari/") or n in atari57.RANDOM_SCORES for n in names):
-        return "atari57"
-    raise ValueError(
-        "bar charts need DMLab-30 or Atari-57 levels; found: " + (", ".join(names) or "none")
-    )
+    kind = scores.detect_suite(names)
+    if kind is None:
+        raise ValueError(
+            "bar charts need the levels of one suite, DMLab-30 or Atari-57; found: "
+            + (", ".join(names) or "none")
+        )
+    return kind
 
 
-def _our_dmlab_scores(r: EvaluationResults) -> dict[str, float]:
-    scores = {}
-    for name in r.returns:
-        level = dmlab_levels.to_test_level(name)
-        mean = r.mean_return(name)
-        if level in dmlab_levels.HUMAN_SCORES and mean is not None:
-            scores[level] = scoring.normalize(level, mean)
-    return scores
-
-
-def _our_atari_scores(r: EvaluationResults) -> dict[str, float]:
-    scores = {}
-    for name in r.returns:
-        mean = r.mean_return(name)
-        if (name.startswith("atari/") or name in atari57.RANDOM_SCORES) and mean is not None:
-            game = atari57.game_name(name)
-            scores[game] = atari57.human_normalized_score(game, mean)
-    return scores
+def _ours(r: EvaluationResults, kind: str) -> dict[str, float]:
+    """Our uncapped human-normalised score per level of the suite (scoring names)."""
+    return scores.normalized_scores(r.returns, kind)
 
 
 def bar_data(results: Sequence[EvaluationResults]) -> tuple[str, list[str], Series]:
@@ -80,25 +65,23 @@ def bar_data(results: Sequence[EvaluationResults]) -> tuple[str, list[str], Seri
       ValueError: no DMLab-30 or Atari-57 level in the results.
     """
     kind = _kind(results)
-    if kind == "dmlab30":
-        ours = [_our_dmlab_scores(r) for r in results]
-        order = list(dmlab_levels.TEST_LEVELS)
+    ours = [_ours(r, kind) for r in results]
+    order = scores.SUITE_LEVELS[kind]
+    if kind == scores.DMLAB30:
         paper = {
             "IMPALA (paper)": {
-                lvl: scoring.normalize(lvl, row.impala)
+                lvl: scores.dmlab30_normalized_score(lvl, row.impala)
                 for lvl, row in paper_results.TABLE_B1.items()
             },
             "Experts (paper)": {
-                lvl: scoring.normalize(lvl, row.experts)
+                lvl: scores.dmlab30_normalized_score(lvl, row.experts)
                 for lvl, row in paper_results.TABLE_B1.items()
             },
         }
     else:
-        ours = [_our_atari_scores(r) for r in results]
-        order = list(atari57.GAMES)
         paper = {
             f"{agent} (paper)": {
-                g: atari57.human_normalized_score(g, s)
+                g: scores.atari57_normalized_score(g, s)
                 for g, s in atari57.table_c1_scores(agent).items()
             }
             for agent in ("IMPALA (deep)", "IMPALA (shallow)")

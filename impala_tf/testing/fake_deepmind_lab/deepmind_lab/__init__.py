@@ -1,4 +1,4 @@
-"""A fake `deepmind_lab` module for tests: the documented Python API without the game engine.
+"""A fake `deepmind_lab` module: the documented Python API without the game engine.
 
 Reproduces the behaviour of DeepMind Lab's Python module as documented in its `python_api.md`
 (`Lab(level, observations, config={}, renderer='software', level_cache=None)`, `reset`, `step`,
@@ -16,7 +16,8 @@ cache's `fetch` / `write` protocol), plus deterministic dynamics that tests can 
 
 Every `Lab` is appended to `INSTANCES` and records what it received (`level`, `observation_names`,
 `config`, `renderer`, `level_cache`, `seeds`, `steps`, `cache_hits`, `cache_misses`).
-Only tests import this (they put `tests/fake_deepmind_lab` on `sys.path` explicitly).
+Nothing imports this by default: the tests, and the benchmark's DMLab-shaped runs when the real
+module is missing, put `impala_tf.testing.fake_deepmind_lab_path()` first on `sys.path`.
 """
 
 from __future__ import annotations

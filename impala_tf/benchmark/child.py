@@ -1,0 +1,38 @@
+"""Entry point of the benchmark's child processes (`process.spawn` runs `main(spec)`).
+
+Roles (`spec["role"]`):
+
+- `producer`: enqueues synthetic trajectories into a learner's queue (`stages.producer_main`);
+- `actor`: one actor of an end-to-end run, `impala_tf.runtime.run_actor` (`end_to_end.actor_main`);
+- `end_to_end`: the learner of an end-to-end run in a fresh process (`end_to_end.learner_main`).
+
+`spec["cpus"]` (optional) pins the child, and every process it starts, to those CPUs.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+
+def main(spec: dict[str, Any]) -> int:
+    """Runs the child described by `spec`; returns its exit code."""
+    if spec.get("cpus"):
+        os.sched_setaffinity(0, spec["cpus"])
+    # Imported only now, and on purpose inside the function: the affinity set above applies to
+    # this thread and the threads and processes it creates later, so it must come before numpy
+    # and TensorFlow (which these modules import) start their thread pools.
+    role = spec["role"]
+    if role == "producer":
+        from impala_tf.benchmark import stages
+
+        return stages.producer_main(spec)
+    if role == "actor":
+        from impala_tf.benchmark import end_to_end
+
+        return end_to_end.actor_main(spec)
+    if role == "end_to_end":
+        from impala_tf.benchmark import end_to_end
+
+        return end_to_end.learner_main(spec)
+    raise ValueError(f"unknown child role {role!r}")

@@ -1,0 +1,118 @@
+"""The whole run and its command line, `python -m impala_tf.benchmark` (see the package docstring).
+
+`run_benchmark` runs the selected sections in a fixed order and returns the JSON-ready result:
+`machine`, `sections` (every measurement), `ratios` and `results` (Table-1-style rows).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from impala_tf import benchmark
+from impala_tf.benchmark import common, end_to_end, report, stages
+
+SECTIONS = ("update", "vtrace", "actor", "transport", "e2e")
+
+
+def run_benchmark(sizes: common.Sizes, sections: Sequence[str] = SECTIONS) -> dict[str, Any]:
+    """Runs the selected sections and returns the JSON-ready result."""
+    data: dict[str, Any] = {"machine": common.machine_info(), "sections": {}}
+    out = data["sections"]
+    started = time.perf_counter()
+    # The actors first: after the deep updates (~9 GB held by TF's allocator, XLA compilations)
+    # the same cells measured 5-20 % lower in this process.
+    if "actor" in sections:
+        out["actor"] = []
+        for level in sizes.actor_levels:
+            out["actor"] += stages.bench_actor_suite(level, "shallow", sizes.env_counts, sizes)
+    if "update" in sections:
+        out["learner_update"] = []
+        for kind, b, t in (
+            ("dmlab", sizes.dmlab_batch, sizes.dmlab_unroll),
+            ("atari", sizes.atari_batch, sizes.atari_unroll),
+        ):
+            for agent in sizes.update_agents:
+                for jit in sizes.update_jit:
+                    if jit and agent == "deep":
+                        continue  # XLA's CPU convolutions: 2.5x slower (BENCHMARKS.md).
+                    r = stages.bench_learner_update(
+                        agent, kind, b, t, sizes.update_warmup, sizes.update_steps, jit
+                    )
+                    out["learner_update"].append(r)
+                    print(
+                        f"  {r['name']} B={b} T={t}: {r['seconds_per_update'] * 1e3:.0f} ms/update,"
+                        f" {r['environment_frames_per_second']:.0f} frames/s",
+                        flush=True,
+                    )
+    if "vtrace" in sections:
+        out["vtrace"] = []
+        for t, b in (
+            (sizes.dmlab_unroll, sizes.dmlab_batch),
+            (sizes.atari_unroll, sizes.atari_batch),
+        ):
+            r = stages.bench_vtrace(t, b, common.DMLAB_ACTIONS, sizes.vtrace_repeats)
+            out["vtrace"].append(r)
+            print(f"  {r['name']}: {r['seconds_per_call'] * 1e3:.2f} ms", flush=True)
+    if "transport" in sections:
+        out["transport"] = []
+        for kind, t in (
+            ("dmlab", sizes.transport_unroll_dmlab),
+            ("atari", sizes.transport_unroll_atari),
+        ):
+            for producers in sizes.transport_actors:
+                r = stages.bench_transport(kind, producers, sizes.transport_trajectories, t)
+                out["transport"].append(r)
+                print(
+                    f"  {r['name']}: {r['trajectories_per_second']:.1f} traj/s, "
+                    f"{r['megabytes_per_second']:.1f} MB/s",
+                    flush=True,
+                )
+    if "e2e" in sections:
+        out["end_to_end"] = []
+        for run in sizes.e2e_runs:
+            r = end_to_end.bench_end_to_end_in_child(run, sizes)
+            out["end_to_end"].append(r)
+            print(report.format_end_to_end(r), flush=True)
+        cpus = end_to_end.split_cpus()
+        out["end_to_end_dedicated"] = []
+        if cpus is None and sizes.dedicated_runs:
+            print("  dedicated-CPU runs skipped: this process may use only one CPU", flush=True)
+        for run in sizes.dedicated_runs if cpus else ():
+            r = end_to_end.bench_end_to_end_in_child(run, sizes, cpus)
+            out["end_to_end_dedicated"].append(r)
+            print(report.format_end_to_end(r), flush=True)
+    data["ratios"] = report.compute_ratios(out)
+    data["results"] = report.paper_rows(data)
+    data["machine"]["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
+    data["total_seconds"] = time.perf_counter() - started
+    return data
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The command line: runs the benchmark, writes the JSON, prints the ratios."""
+    parser = argparse.ArgumentParser(
+        prog="python -m impala_tf.benchmark", description=benchmark.__doc__
+    )
+    parser.add_argument("--quick", action="store_true", help="small sizes: under 5 min, 2 cores")
+    parser.add_argument("--output", default="benchmark_results.json")
+    parser.add_argument(
+        "--sections", default=",".join(SECTIONS), help=f"comma-separated subset of {SECTIONS}"
+    )
+    args = parser.parse_args(argv)
+    sections = [s for s in args.sections.split(",") if s]
+    unknown = set(sections) - set(SECTIONS)
+    if unknown:
+        parser.error(f"unknown sections {sorted(unknown)}")
+    sizes = common.Sizes.quick() if args.quick else common.Sizes.full()
+    data = run_benchmark(sizes, sections)
+    with open(args.output, "w") as f:
+        json.dump(data, f, indent=2)
+    for line in report.format_ratios(data["ratios"]):
+        print(line)
+    print(f"wrote {args.output} ({data['total_seconds']:.0f} s)")
+    return 0

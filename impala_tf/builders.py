@@ -1,0 +1,64 @@
+"""From a configuration to the objects a run is made of: agent, specs, level assignment, seeds.
+
+The learner, the actors, evaluation, `--mode=describe` and the benchmark all build these objects
+here, so they agree on them without importing each other. They take a completed configuration
+(`impala_tf.envs.complete_config`), whose environment facts are filled in.
+"""
+
+from __future__ import annotations
+
+from impala_tf import configs, envs, networks, structures
+
+
+def _completed(config: configs.Config) -> configs.Config:
+    if not config.env.kind or config.agent.num_actions <= 0:
+        raise ValueError(
+            "the configuration's environment facts are not filled in: pass it through "
+            "impala_tf.envs.complete_config first"
+        )
+    return config
+
+
+def build_agent(config: configs.Config) -> networks.Agent:
+    """The agent a configuration describes, with its variables created."""
+    config = _completed(config)
+    agent = networks.make_agent(
+        config.agent.agent,
+        config.agent.num_actions,
+        use_lstm=config.agent.use_lstm,
+        use_instruction=config.agent.use_instruction,
+        atari=config.env.kind == "atari",
+    )
+    observation_spec, _ = envs.environment_spec(config.env.level_name, config.env)
+    agent.create_variables(observation_spec)
+    return agent
+
+
+def trajectory_specs(config: configs.Config, agent: networks.Agent) -> structures.Trajectory:
+    """The spec of one T+1-step trajectory of this run (the queue's element)."""
+    config = _completed(config)
+    observation_spec, _ = envs.environment_spec(config.env.level_name, config.env)
+    return structures.trajectory_specs(
+        observation_spec, config.agent.num_actions, config.learner.unroll_length, agent.state_spec()
+    )
+
+
+def parameter_specs(agent: networks.Agent) -> list[structures.ArraySpec]:
+    """One spec per trainable variable, in the order the parameter store publishes them."""
+    return [
+        structures.ArraySpec(tuple(v.shape), v.dtype.as_numpy_dtype, v.name)
+        for v in agent.trainable_variables
+    ]
+
+
+def actor_levels(config: configs.Config, actor_index: int) -> list[str]:
+    """The level of each of actor `actor_index`'s environments (round robin over a suite, as the
+    release assigned `level_names[i % 30]`)."""
+    levels = envs.suite_levels(config.env.level_name, is_test=False)
+    envs_per_actor = config.runtime.envs_per_actor
+    return [levels[(actor_index * envs_per_actor + j) % len(levels)] for j in range(envs_per_actor)]
+
+
+def environment_seed(config: configs.Config, actor_index: int, slot: int) -> int:
+    """Distinct seeds per environment; actor 0's first environment gets seed + 0."""
+    return config.runtime.seed * 1_000_003 + actor_index * config.runtime.envs_per_actor + slot

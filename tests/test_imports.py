@@ -1,0 +1,244 @@
+"""Every module of `impala_tf` and `dmlab30` imports, and no module imports itself back.
+
+The import graph is read from the source with `ast`: every `import` and `from ... import` statement,
+at module level and inside functions or classes (a function-level import is still a dependency; it
+only runs later), relative imports resolved. An edge `A -> B` means running `A` may execute `B`:
+
+- `import a.b.c` and `from a.b.c import name` name `a.b.c`, or `a.b.c.name` when that is a module;
+- importing `a.b.c` first executes the packages `a` and `a.b`, so they are targets too, except the
+  importer's own enclosing packages (they are already executing when the importer runs, and a
+  package's `__init__` importing its own submodules is the ordinary re-export pattern);
+- imports under `if TYPE_CHECKING:` never run and are left out; dynamic imports
+  (`importlib.import_module(f"...")`) cannot be read and are left out.
+
+A cycle is a strongly connected component of more than one module (or a module importing itself).
+Cycles in files this change did not own are listed in `KNOWN_CYCLES` with a comment; any other cycle
+fails, and so does a known cycle that no longer exists (drop it from the list).
+
+Layering these tests pin (no cycle is possible across them):
+
+    dmlab30.levels, dmlab30.paper_results, impala_tf.atari57   data, standard library only
+      <- impala_tf.scores                                       suite scoring (the one implementation)
+      <- impala_tf.evaluation, impala_tf.bookkeeping, impala_tf.reports.*   library and reports
+      <- dmlab30.report                                         the DMLab-30 report script
+
+Runtime: a few seconds to parse; importing every module loads TensorFlow once.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import os
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PACKAGES = ("impala_tf", "dmlab30")
+
+# Import cycles found in files outside this change, kept visible here rather than fixed (each is a
+# strongly connected component of the import graph; see the module docstring for how edges are read).
+KNOWN_CYCLES: dict[frozenset[str], str] = {}
+
+
+def _module_files() -> dict[str, str]:
+    """Module name -> source path for every module of `PACKAGES`.
+
+    Only regular packages (directories with an `__init__.py`) are walked, so directories that are
+    put on `sys.path` instead (`impala_tf/testing/fake_deepmind_lab`) are not modules of ours.
+    """
+    modules: dict[str, str] = {}
+    for package in PACKAGES:
+        root = os.path.join(REPO, package)
+        for directory, subdirs, files in os.walk(root):
+            if "__init__.py" not in files:
+                subdirs[:] = []
+                continue
+            subdirs[:] = sorted(d for d in subdirs if not d.startswith((".", "__pycache__")))
+            prefix = os.path.relpath(directory, REPO).replace(os.sep, ".")
+            for name in sorted(files):
+                if not name.endswith(".py"):
+                    continue
+                stem = name[: -len(".py")]
+                module = prefix if stem == "__init__" else f"{prefix}.{stem}"
+                modules[module] = os.path.join(directory, name)
+    return modules
+
+
+MODULES = _module_files()
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _import_nodes(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
+    """All import statements of `tree` at any depth, except those under `if TYPE_CHECKING:`."""
+    found: list[ast.Import | ast.ImportFrom] = []
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            found.append(node)
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            for child in node.orelse:
+                visit(child)
+            return
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return found
+
+
+def _ancestors(module: str) -> list[str]:
+    parts = module.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def _imports_of(module: str, path: str) -> set[str]:
+    """The modules of `PACKAGES` that running `module` may execute (see the module docstring)."""
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), filename=path)
+    is_package = os.path.basename(path) == "__init__.py"
+    own_packages = set(_ancestors(module)) | {module}
+    named: set[str] = set()
+    for node in _import_nodes(tree):
+        if isinstance(node, ast.Import):
+            named.update(alias.name for alias in node.names)
+            continue
+        base = node.module or ""
+        if node.level:
+            anchor = module.split(".") if is_package else module.split(".")[:-1]
+            anchor = anchor[: len(anchor) - (node.level - 1)]
+            base = ".".join(anchor + ([base] if base else []))
+        for alias in node.names:
+            submodule = f"{base}.{alias.name}"
+            named.add(submodule if submodule in MODULES else base)
+    edges: set[str] = set()
+    for target in named:
+        if target in MODULES and target != module:
+            edges.add(target)
+        edges.update(a for a in _ancestors(target) if a in MODULES and a not in own_packages)
+    return edges
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the modules of `PACKAGES` it imports (directly)."""
+    return {module: _imports_of(module, path) for module, path in MODULES.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
+    """The strongly connected components of `graph` that contain a cycle (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[frozenset[str]] = []
+
+    def connect(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for succ in sorted(graph.get(node, ())):
+            if succ not in index:
+                connect(succ)
+                low[node] = min(low[node], low[succ])
+            elif succ in on_stack:
+                low[node] = min(low[node], index[succ])
+        if low[node] == index[node]:
+            component = set()
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.add(member)
+                if member == node:
+                    break
+            if len(component) > 1 or node in graph.get(node, ()):
+                found.append(frozenset(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            connect(node)
+    return found
+
+
+def example_cycle(graph: dict[str, set[str]], component: frozenset[str]) -> list[str]:
+    """One closed import path through `component` (for the failure message), first node repeated."""
+    start = min(component)
+    parents: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        following = []
+        for node in frontier:
+            for succ in sorted(graph[node] & component):
+                if succ == start:
+                    path = [node]
+                    while path[-1] != start:
+                        path.append(parents[path[-1]])
+                    return [start] + path[::-1][1:] + [start] if node != start else [start, start]
+                if succ not in parents:
+                    parents[succ] = node
+                    following.append(succ)
+        frontier = following
+    return sorted(component)
+
+
+def _describe(graph: dict[str, set[str]], component: frozenset[str]) -> str:
+    return f"{sorted(component)}, e.g. {' -> '.join(example_cycle(graph, component))}"
+
+
+def test_graph_reads_the_imports_we_rely_on():
+    # Guards the parser itself: a graph that sees nothing has no cycles either.
+    graph = import_graph()
+    assert "impala_tf.scores" in graph["impala_tf.evaluation"]
+    assert "impala_tf.scores" in graph["impala_tf.bookkeeping"]  # A function-level import.
+    assert {"impala_tf.reports.common", "impala_tf.scores"} <= graph["dmlab30.report"]
+    assert {"dmlab30", "dmlab30.levels", "impala_tf.atari57"} <= graph["impala_tf.scores"]
+    assert "dmlab30.levels" in graph["dmlab30"]
+    assert graph["dmlab30.levels"] == set()
+    assert graph["impala_tf.atari57"] == set()
+
+
+def test_cycle_finder_on_a_made_up_graph():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"e"}, "f": {"a"}}
+    assert sorted(map(sorted, cycles(graph))) == [["a", "b", "c"], ["e"]]
+    assert example_cycle(graph, frozenset("abc")) == ["a", "b", "c", "a"]
+
+
+def test_no_import_cycles():
+    graph = import_graph()
+    found = cycles(graph)
+    unknown = [c for c in found if c not in KNOWN_CYCLES]
+    assert not unknown, "import cycles:\n" + "\n".join(_describe(graph, c) for c in unknown)
+    stale = [c for c in KNOWN_CYCLES if c not in found]
+    assert not stale, f"no longer cycles, drop them from KNOWN_CYCLES: {[sorted(c) for c in stale]}"
+
+
+def test_layering_of_scores_data_and_reports():
+    graph = import_graph()
+
+    def reaches(start: str) -> set[str]:
+        seen, todo = set(), [start]
+        while todo:
+            for succ in graph[todo.pop()]:
+                if succ not in seen:
+                    seen.add(succ)
+                    todo.append(succ)
+        return seen
+
+    # Data modules import nothing of ours (beyond their own package).
+    for data in ("dmlab30", "dmlab30.levels", "dmlab30.paper_results", "impala_tf.atari57"):
+        assert reaches(data) <= {"dmlab30", "dmlab30.levels", "dmlab30.paper_results"}, data
+    # The scoring module sits on the data only.
+    assert reaches("impala_tf.scores") == {"dmlab30", "dmlab30.levels", "impala_tf.atari57"}
+    # No library module (nor a report of impala_tf) reaches the DMLab-30 report script.
+    for module in graph:
+        if module != "dmlab30.report":
+            assert "dmlab30.report" not in reaches(module), module
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if not m.endswith(".__main__")))
+def test_every_module_imports(module):
+    importlib.import_module(module)
