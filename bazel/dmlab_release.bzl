@@ -4,7 +4,8 @@ Read by WORKSPACE (the `org_deepmind_lab` archive) and by scripts/build_dmlab.sh
 two string constants below, so keep them on one line each).
 
 release-2020-12-07 is the last tagged upstream release (December 2020); the scalable_agent issue
-tracker (#44, #45, #57) recommends building a pinned release rather than HEAD (facts 6.9).
+tracker (#44, #45, #57) recommends building a pinned release rather than HEAD (the release's
+Dockerfile cloned HEAD, which stopped building when DeepMind Lab moved its python.BUILD).
 No sha256 is pinned here because it could not be computed offline; Bazel prints the archive's
 digest on first fetch: paste it into DMLAB_SHA256 to make the fetch hermetic.
 """

@@ -6,7 +6,7 @@
 level each row is stored under in this code base. `impala_tf.scores.table_b1_mean_capped_score`
 recomputes the table's mean capped score from these rows.
 
-The lasertag caveat (which labelling is true is unverified): Table B.1 prints the four lasertag rows
+The lasertag caveat (which labelling is true is UNVERIFIED): Table B.1 prints the four lasertag rows
 labelled one_opponent_large, three_oponents_large (sic), one_opponent_small, three_opponents_small,
 but their Human / Random columns (12.7 / -0.2, 18.6 / -0.2, 18.6 / -0.1, 31.5 / -0.1) are the
 references that the official release's `dmlab30.py` gives one_opponent_small (12.65 / -0.224),
@@ -19,6 +19,7 @@ recomputed mean capped scores do not depend on this choice, since each row carri
 
 Pure data: this module imports only the standard library.
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple

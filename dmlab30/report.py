@@ -5,31 +5,17 @@ Usage::
     python -m dmlab30.report RESULTS.json [RESULTS2.json ...] [--format=markdown|csv]
         [--output=PATH] [--allow_missing]
 
-Each results file (schema in `impala_tf.reports.common`, produced by `--mode=test`) becomes one
-"ours" column named by its file stem. Scoring (`impala_tf.scores`) is the paper's (appendix B) and
-the official release's (`dmlab30.py`): per level the mean episode return, normalised against the
-release's human and random references, `(mean - random) / (human - random) * 100`; the capped score
-caps each level at 100 % from above (no lower bound) and averages over the 30 test levels. Training
-level names count for their test names (the release does the same; note the two split levels' test
-versions are harder), and non-DMLab-30 levels in the file are listed and ignored.
+Each results file (produced by `--mode=test`) becomes one "ours" column named by its file stem.
+Scoring (`impala_tf.scores`) is the paper's (appendix B) and the official release's (`dmlab30.py`):
+per level the mean return, normalised against the release's references; the capped score caps each
+level at 100 % and averages over the 30 test levels. Every level must have a return unless
+`--allow_missing` is given. The output's last line is the first file's mean capped score.
 
-By default every one of the 30 levels must have at least one return (the paper's definition): a
-missing level is an error naming all missing levels. `--allow_missing` renders the levels present,
-shows "n/a" for the others and reports no mean.
-
-Table B.1 columns: Human and Random are the release's references (the ones used to normalise; the
-paper prints them rounded), Experts and IMPALA are the paper's printed test scores
-(IMPALA-Experts deep, and IMPALA deep PBT), then per results file: our mean return, our normalised
-score (uncapped, %) and our return minus the paper's IMPALA return. Rows follow the release's level
-names; the four lasertag rows are printed with labels permuted relative to the release's references
-in the paper (`dmlab30.paper_results`) and are marked.
-
-The output ends with the first results file's `Mean uncapped human-normalised score: Y%` and, as the
-very last line, `Mean capped human-normalised score: X%`.
-
-Imports: this script sits on top, importing `impala_tf.scores` and `impala_tf.reports.common`;
-nothing of `impala_tf` imports it.
+See docs/reports.md for the columns of both tables and the lasertag rows. Imports: this script sits
+on top, importing `impala_tf.scores` and `impala_tf.reports.common`; nothing of `impala_tf` imports
+it.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -185,9 +171,7 @@ def table_b1(results: Sequence[EvaluationResults], scores: Sequence[DMLab30Score
         "`- IMPALA`: our return minus the paper's IMPALA return (mean rows: percentage points).",
         "† the paper's lasertag row labels are permuted relative to the release's references "
         "(the release's `dmlab30.py`; which is right is unverified); rows here follow the release "
-        "names: "
-        + "; ".join(relabelled)
-        + ".",
+        "names: " + "; ".join(relabelled) + ".",
     ]
     for r, s in zip(results, scores, strict=True):
         if s.training_names:

@@ -1,8 +1,8 @@
 """The actor: steps E environments with batched inference and cuts T+1-step trajectories.
 
-Implements the actor of paper section 3 and the release's `build_actor` (facts 6.4): the actor keeps
-its last environment output, core state and agent output between unrolls; each unroll starts from
-them, so consecutive trajectories overlap by one step, and records the core state at the unroll's
+Implements the actor of paper section 3 and the release's `build_actor` (`experiment.py`): the actor
+keeps its last environment output, core state and agent output between unrolls; each unroll starts
+from them, so consecutive trajectories overlap by one step, and records the core state at the unroll's
 start. Weights are refreshed by the caller before each unroll (paper: "at the beginning of each
 trajectory"). The E environments of one actor run in worker processes and are stepped as a batch;
 their trajectories are independent (one per environment).

@@ -15,6 +15,7 @@ scores) with random video_pinball = 0: `PAPER_MEAN_RANDOM_OVERRIDES`. Medians ar
 
 This module imports only the standard library, so environment workers and report scripts can use it.
 """
+
 from __future__ import annotations
 
 import difflib

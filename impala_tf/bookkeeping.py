@@ -1,9 +1,10 @@
 """What a long training run leaves behind: episode log, console progress, TensorBoard summaries.
 
-The release logged per-episode `<level>/episode_return` and `<level>/episode_frames` against
-environment frames, and for DMLab-30 the capped and uncapped human-normalised training scores once
-every level had finished an episode (facts 6.5). We do the same, plus `<logdir>/episodes.csv` (one
-row per finished episode) and a console progress line with frames/s and an ETA.
+The release (`experiment.py`, function `train`) logged per-episode `<level>/episode_return` and
+`<level>/episode_frames` against environment frames, and for DMLab-30 the capped and uncapped
+human-normalised training scores once every level had finished an episode. We do the same, plus
+`<logdir>/episodes.csv` (one row per finished episode) and a console progress line with frames/s and
+an ETA.
 """
 
 from __future__ import annotations
@@ -280,32 +281,36 @@ class Summaries:
                 )
 
     def suite_scores(self, frames: int, recent: RecentReturns) -> None:
-        """DMLab-30 capped/uncapped and Atari-57 median scores once every level has episodes."""
-        per_level = recent.per_level()
-        values = {}
-        if self._level_name == "dmlab30":
-            import dmlab30
+        """Writes the run's suite training scores once every level of the suite has episodes.
 
-            if all(level in per_level for level in dmlab30.TRAINING_LEVELS):
-                returns = {level: per_level[level] for level in dmlab30.TRAINING_LEVELS}
-                values["dmlab30/training_no_cap"] = dmlab30.compute_human_normalized_score(returns)
-                values["dmlab30/training_cap_100"] = dmlab30.compute_human_normalized_score(
-                    returns, per_level_cap=100
-                )
-        elif self._level_name == "atari57":
-            from impala_tf import atari57
+        The DMLab-30 mean human-normalised score of the recent returns, uncapped and capped at 100 %
+        per level (`dmlab30/training_no_cap`, `dmlab30/training_cap_100`: the summaries of the
+        official release's learner, `experiment.py`; the cap is the paper's, appendix B), or the
+        Atari-57 median and mean human-normalised score (paper Table 4), computed by
+        `impala_tf.scores.summarize`.
 
-            names = atari57.level_names()
-            if all(level in per_level for level in names):
-                returns = {level: per_level[level] for level in names}
-                values["atari57/median_human_normalized"] = atari57.median_human_normalized_score(
-                    returns
-                )
-                values["atari57/mean_human_normalized"] = atari57.mean_human_normalized_score(
-                    returns
-                )
-        if values:
-            self.scalars(frames, values)
+        Args:
+          frames: environment frames, the summaries' step.
+          recent: the recent episode returns per level.
+        """
+        from impala_tf import scores
+
+        if self._level_name not in scores.SUITES:
+            return
+        summary = scores.summarize(recent.per_level())[self._level_name]
+        if summary is None:
+            return
+        if self._level_name == scores.DMLAB30:
+            values = {
+                "dmlab30/training_no_cap": summary["mean_uncapped_human_normalized_score"],
+                "dmlab30/training_cap_100": summary["mean_capped_human_normalized_score"],
+            }
+        else:
+            values = {
+                "atari57/median_human_normalized": summary["median_human_normalized_score"],
+                "atari57/mean_human_normalized": summary["mean_human_normalized_score"],
+            }
+        self.scalars(frames, values)
 
     def flush(self) -> None:
         self._writer.flush()

@@ -7,6 +7,8 @@ here, so they agree on them without importing each other. They take a completed 
 
 from __future__ import annotations
 
+import math
+
 from impala_tf import configs, envs, networks, structures
 
 
@@ -62,3 +64,28 @@ def actor_levels(config: configs.Config, actor_index: int) -> list[str]:
 def environment_seed(config: configs.Config, actor_index: int, slot: int) -> int:
     """Distinct seeds per environment; actor 0's first environment gets seed + 0."""
     return config.runtime.seed * 1_000_003 + actor_index * config.runtime.envs_per_actor + slot
+
+
+# Lower bounds used by `memory_estimate` (measured: an actor process with TensorFlow loaded holds
+# about 0.3-0.4 GB; BENCHMARKS.md's peak RSS of learners; the release's README: a DeepMind Lab
+# actor needs "a few hundred MB").
+_PROCESS_BYTES = 350 * 2**20
+_ENVIRONMENT_BYTES = {"toy": 30 * 2**20, "atari": 60 * 2**20, "dmlab": 250 * 2**20}
+
+
+def memory_estimate(config: configs.Config) -> dict[str, int]:
+    """Lower bounds, in bytes, of what a run needs: `learner` (one learner process: its queue of B
+    trajectories, the prefetched batch, the batch in training and its float32 frames, plus the
+    process itself) and `actors` (all actor processes and their environment workers, for a
+    one-machine run). Network activations come on top, so the true needs are larger."""
+    config = _completed(config)
+    observation_spec, _ = envs.environment_spec(config.env.level_name, config.env)
+    frame_bytes = math.prod(observation_spec.frame.shape)
+    steps = config.learner.batch_size * (config.learner.unroll_length + 1)
+    learner = 3 * steps * frame_bytes + 4 * steps * frame_bytes + _PROCESS_BYTES
+    runtime = config.runtime
+    environments = runtime.num_actors * runtime.envs_per_actor
+    actors = (
+        runtime.num_actors * _PROCESS_BYTES + environments * _ENVIRONMENT_BYTES[config.env.kind]
+    )
+    return {"learner": int(learner), "actors": int(actors)}

@@ -14,6 +14,17 @@ JSON accepted by `cluster_from_json`: a ClusterSpec dict `{"learner": [...], "ac
 queue and parameter store are served; `actor` (optional), one per actor process (actors serve
 nothing; the list validates indices); `collective` (required with several learners), one address
 per learner for the gradient all-reduce, in the same order as `learner`.
+
+Machines and ports: `cluster_on_machines` is the one layout rule of a real cluster (learner k
+serves its queue on `Ports.learner` and all-reduces on `Ports.collective` of its machine; actor i
+gets `Ports.actor` plus a slot on its machine). `impala_tf.recipes` renders Kubernetes manifests and
+Slurm batch scripts from it, through this module's command line (no TensorFlow import to render):
+
+    python -m impala_tf.cluster render --target=k8s|slurm --num_learners=L --num_actors=N
+        [--image=... --namespace=... --output=...] -- --preset=dmlab30 --logdir=/shared/run
+    python -m impala_tf.cluster tf-config --cluster='{"learner": [...]}' --job_name=actor --task=3
+
+See docs/clusters.md.
 """
 
 from __future__ import annotations
@@ -21,10 +32,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import socket
+import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-import tensorflow as tf
+
+if TYPE_CHECKING:  # TensorFlow is imported by `learner_strategy` only: rendering stays light.
+    import tensorflow as tf
 
 LEARNER_JOB = "learner"
 ACTOR_JOB = "actor"
@@ -224,6 +239,76 @@ def local_cluster(num_learners: int, num_actors: int = 0) -> ClusterConfig:
     return ClusterConfig(tuple(learners), tuple(actors), tuple(collective))
 
 
+@dataclasses.dataclass(frozen=True)
+class Ports:
+    """The fixed ports of a run on real machines (one learner or a few actors per machine).
+
+    Attributes:
+      learner: each learner's `tf.distribute.Server` (trajectory queue and parameter store).
+      collective: each learner's `MultiWorkerMirroredStrategy` port (used with several learners).
+      actor: the first nominal actor port; the actors on one machine get `actor`, `actor + 1`, ...
+        Actors serve nothing, so nothing listens there: the addresses only name the actor tasks.
+    """
+
+    learner: int = 8000
+    collective: int = 8001
+    actor: int = 8002
+
+    def __post_init__(self):
+        for name in ("learner", "collective", "actor"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
+                raise ValueError(f"bad {name} port {value!r}: expected an integer in [1, 65535]")
+        if self.learner == self.collective:
+            raise ValueError(f"the learner and collective ports must differ (both {self.learner})")
+
+
+def cluster_on_machines(
+    learner_machines: Sequence[str], actor_machines: Sequence[str], ports: Ports = Ports()
+) -> ClusterConfig:
+    """The cluster of a run whose processes are placed on named machines.
+
+    Learner k serves on `learner_machines[k]:ports.learner` and, with several learners, all-reduces
+    on `learner_machines[k]:ports.collective`; actor i is `actor_machines[i]:ports.actor + s`, where
+    `s` counts the actors placed on the same machine before it. Every recipe of
+    `impala_tf.recipes` builds its processes' roles from this one rule.
+
+    Args:
+      learner_machines: one host name (or IPv6 `[...]` literal) per learner, no port.
+      actor_machines: one host name per actor; actors may share a machine.
+      ports: the run's fixed ports.
+
+    Returns:
+      The validated `ClusterConfig`.
+
+    Raises:
+      ValueError: no learner, a name with a port or whitespace, or two tasks on one address.
+    """
+    for machine in (*learner_machines, *actor_machines):
+        if not machine or any(c.isspace() for c in machine):
+            raise ValueError(f"bad machine name {machine!r}")
+        if ":" in machine and not (machine.startswith("[") and machine.endswith("]")):
+            raise ValueError(f"machine name {machine!r} must not carry a port")
+    learners = tuple(f"{m}:{ports.learner}" for m in learner_machines)
+    collective = (
+        tuple(f"{m}:{ports.collective}" for m in learner_machines)
+        if len(learner_machines) > 1
+        else ()
+    )
+    slots: dict[str, int] = {}
+    actors = []
+    for machine in actor_machines:
+        slot = slots.get(machine, 0)
+        slots[machine] = slot + 1
+        actors.append(f"{machine}:{ports.actor + slot}")
+    return ClusterConfig(learners, tuple(actors), collective)
+
+
+def machine_of(address: str) -> str:
+    """`host:port` -> `host` as written (IPv6 keeps its brackets)."""
+    return _parse_address(address).rpartition(":")[0]
+
+
 def learner_device(task: int) -> str:
     """The device that hosts learner `task`'s queue and parameter store."""
     return f"/job:{LEARNER_JOB}/task:{task}/device:CPU:0"
@@ -249,6 +334,8 @@ def learner_strategy(
     - `num_learners == 1`: `MirroredStrategy` over the local GPUs if there are several, else over the
       local logical CPUs if there are several, else the default strategy.
     """
+    import tensorflow as tf
+
     if num_learners < 1:
         raise ValueError(f"num_learners must be >= 1, got {num_learners}")
     if num_learners == 1:
@@ -269,3 +356,10 @@ def learner_strategy(
         rpc_layer="grpc",
     )
     return tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver)
+
+
+if __name__ == "__main__":
+    # `python -m impala_tf.cluster render ...`: the command line lives with the renderers.
+    from impala_tf import recipes
+
+    sys.exit(recipes.main())

@@ -152,7 +152,9 @@ class LearnerConfig:
         0.0, "RMSProp momentum (Table D.3: 0).", lower=0.0, upper=1.0, open_upper=True
     )
     epsilon: float = setting(
-        0.1, "RMSProp epsilon, inside the square root (Table D.3: 0.1; G.1: 0.01).", upper=10.0
+        0.1,
+        "RMSProp epsilon, inside the square root (the release's default 0.1; Table G.1: 0.01).",
+        upper=10.0,
     )
     grad_norm_clipping: float = setting(
         0.0, "Global gradient-norm clip; 0 disables (DMLab; Table G.1: 40 for Atari).", lower=0.0
@@ -170,7 +172,10 @@ class LearnerConfig:
         1.0, "Rho-bar of the policy-gradient advantage; <= 0 disables clipping.", upper=1e6
     )
     vtrace_lambda: float = setting(
-        1.0, "V-trace lambda (Remark 2); the paper uses 1.", lower=0.0, upper=1.0
+        1.0,
+        "V-trace lambda (Remark 2 makes it optional; the release has none, i.e. 1).",
+        lower=0.0,
+        upper=1.0,
     )
 
 
@@ -224,6 +229,11 @@ class RuntimeConfig:
         "One-machine runs: keep the learners' unauthenticated TensorFlow ports off the network by "
         "running every process in a private network namespace with only loopback (Linux; a warning "
         "names the exposed ports where this is impossible; README, Security).",
+    )
+    show_tensorflow_logs: bool = setting(
+        False,
+        "Show TensorFlow's start-up messages that are harmless on CPU-only machines (CUDA, oneDNN, "
+        "Grappler remapper; impala_tf/quiet.py says why each is harmless).",
     )
 
 

@@ -1,43 +1,17 @@
 """Per-level evaluation of a trained agent (`--mode=test`): returns, human-normalised scores, videos.
 
-Implements the official release's test mode (facts 6.6) and the paper's evaluation protocols:
+Implements the official release's test mode (`experiment.py`, function `test`) and the paper's
+evaluation protocols: environments in test mode (DMLab's hold-out levels and mixer seed, Atari's
+no-op starts), the 30 DMLab-30 test levels for `--level_name=dmlab30` and the 57 games for
+`atari57`, actions sampled from the policy (or `greedy`), and the DMLab-30 mean capped
+human-normalised score (paper appendix B, Table 3) or the Atari-57 median and mean (paper Table 4)
+computed by `impala_tf.scores.summarize`.
 
-- Environments are built in TEST mode (`is_test=True`): DMLab adds `allowHoldOutLevels` and
-  `mixerSeed=0x600D5EED` (facts 4.2); Atari starts every game with up to 30 random no-ops, does not
-  end episodes on a life loss and cuts games at 108k frames (facts 1.4, 10). All of that lives in the
-  environment modules; this module only passes `is_test=True`.
-- `--level_name=dmlab30` evaluates the 30 DMLab-30 TEST levels (`envs.suite_levels(name, True)`,
-  facts 4.3), `atari57` the 57 games; any single level works too.
-- The policy is *sampled* from the agent's logits, as in the release's test mode and the paper
-  (facts 1.1 "Sampling is used both in training and in `--mode=test`"); `greedy` (argmax of the
-  logits) is offered as an option. Either way the action fed back to the agent as "last action" is
-  the action actually taken, and the agent resets its core state where `done` (facts 1.1, 2.3).
-- Scores: DMLab-30 mean capped (100 %) and uncapped human-normalised score over the 30 test levels
-  (`dmlab30.compute_human_normalized_score`, facts 4.3; the paper's Table 3 used 500 episodes per
-  level, facts 5.3); Atari-57 median and mean human-normalised score (`impala_tf.atari57`, facts 10;
-  the paper used 200 episodes per game, facts 1.4); the per-level human-normalised score wherever
-  reference scores exist.
+Levels are evaluated in turn; each runs up to `num_envs` environments in worker processes, and
+episodes are assigned to environment slots in advance so that short episodes are not favoured.
+The first episode of each level is saved as a GIF.
 
-Scheduling (a documented choice). Levels are evaluated in turn, like the release (facts 6.6); each
-level runs `min(num_envs, num_episodes)` environments in worker processes
-(`envs.workers.BatchedEnvironment`) with batched inference. Slot `i` is seeded `seed + i` (slot 0
-has the release's test seed 1 by default). Episodes are assigned to slots in advance: evaluation
-episode `j` (0-based) is the `(j // E)`-th complete game of slot `j % E`. A slot keeps its first
-quota of complete games (`info.game_over`), later games of that slot are discarded, and the level
-ends when every slot has its quota. Unlike "the first N episodes to finish anywhere" (the release
-collected whatever finished first), this does not favour short episodes, and given the seeds and the
-sampling seed the result is deterministic. A worker that dies is replaced by `BatchedEnvironment`;
-its unfinished game is lost (not counted) and the replacement continues with an offset seed.
-
-Frames per episode are `episode_step x num_action_repeats` (facts 3.7; for Atari the no-op frames and
-a repeat cut short by the game's end are not included).
-
-Videos: for each level the first evaluation episode (slot 0's first game) is written as an animated
-GIF `<dir>/<level with "/" replaced by "_">.gif` at 15 frames per second (one frame per agent step;
-with 4 action repeats at 60 Hz that is real time). Atari frames are stacked grey `[84, 84, 4]`: the
-newest channel is written; RGB frames (DMLab, toy tasks) as they are. At most `MAX_VIDEO_FRAMES`
-(2000) frames are kept per video (about 40 MB for DMLab frames); later frames are dropped. The GIF
-writer (Pillow) merges identical consecutive frames into one longer frame.
+See docs/evaluation.md for the scheduling, frame counting and video details.
 """
 
 from __future__ import annotations
@@ -54,14 +28,12 @@ import numpy as np
 import tensorflow as tf
 import tree
 
-import dmlab30
-from impala_tf import atari57, builders, checkpoints, configs, envs, networks, rundir, structures
+from impala_tf import builders, checkpoints, configs, envs, networks, rundir, scores, structures
 from impala_tf.envs import workers
 
 POLICIES = ("sampled", "greedy")
 MAX_VIDEO_FRAMES = 2000
 VIDEO_FPS = 15.0
-DMLAB30_CAP = 100.0  # The paper's per-level cap (appendix B).
 
 
 # --- Configuration and checkpoints. ------------------------------------------------------------------
@@ -181,72 +153,9 @@ def _incompatible(config: configs.Config, path: str, error: BaseException) -> Va
 # --- Scores. -----------------------------------------------------------------------------------------
 
 
-def human_normalized_score(level: str, mean_return: float) -> float | None:
-    """Uncapped human-normalised score in percent of one level, or None without reference scores.
-
-    DMLab-30 levels (training or test names) use the release's references (facts 4.3); `atari/<game>`
-    levels the Atari-57 references (facts 10).
-    """
-    if envs.environment_kind(level) == "atari":
-        try:
-            return atari57.human_normalized_score(level, mean_return)
-        except ValueError:
-            return None
-    if dmlab30.to_test_level(level) in dmlab30.HUMAN_SCORES:
-        return dmlab30.normalize(level, mean_return)
-    return None
-
-
-def summarize(level_returns: Mapping[str, Sequence[float]]) -> dict[str, Any]:
-    """Suite scores of per-level episode returns.
-
-    Args:
-      level_returns: level name -> episode returns.
-
-    Returns:
-      `{"num_levels": n, "dmlab30": {...} or None, "atari57": {...} or None}`. `dmlab30` (when all 30
-      test levels have returns; training names count for their test names) holds
-      `mean_capped_human_normalized_score` (cap 100, the paper's Table 3 score) and
-      `mean_uncapped_human_normalized_score`, in percent. `atari57` (when all 57 games have returns)
-      holds `median_human_normalized_score`, `mean_human_normalized_score` (published references)
-      and `mean_human_normalized_score_paper_convention` (video_pinball random = 0, under which the
-      paper's Table 4 means are reproduced; `atari57.PAPER_MEAN_RANDOM_OVERRIDES`).
-    """
-    present = {level: list(r) for level, r in level_returns.items() if len(r) > 0}
-    summary: dict[str, Any] = {"num_levels": len(level_returns), "dmlab30": None, "atari57": None}
-
-    dmlab_returns = {
-        level: r
-        for level, r in present.items()
-        if dmlab30.to_test_level(level) in dmlab30.HUMAN_SCORES
-    }
-    if {dmlab30.to_test_level(level) for level in dmlab_returns} >= set(dmlab30.TEST_LEVELS):
-        summary["dmlab30"] = {
-            "mean_capped_human_normalized_score": dmlab30.compute_human_normalized_score(
-                dmlab_returns, per_level_cap=DMLAB30_CAP
-            ),
-            "mean_uncapped_human_normalized_score": dmlab30.compute_human_normalized_score(
-                dmlab_returns, per_level_cap=None
-            ),
-            "per_level_cap": DMLAB30_CAP,
-        }
-
-    atari_returns = {}
-    for level, r in present.items():
-        if envs.environment_kind(level) == "atari" and level != "atari57":
-            try:
-                atari_returns[atari57.game_name(level)] = r
-            except ValueError:
-                continue
-    if set(atari_returns) >= set(atari57.GAMES):
-        summary["atari57"] = {
-            "median_human_normalized_score": atari57.median_human_normalized_score(atari_returns),
-            "mean_human_normalized_score": atari57.mean_human_normalized_score(atari_returns),
-            "mean_human_normalized_score_paper_convention": atari57.mean_human_normalized_score(
-                atari_returns, random_overrides=atari57.PAPER_MEAN_RANDOM_OVERRIDES
-            ),
-        }
-    return summary
+# One implementation of the scores, in `impala_tf.scores`; the names stay here for this module's users.
+human_normalized_score = scores.human_normalized_score
+summarize = scores.summarize
 
 
 def summary_lines(summary: Mapping[str, Any]) -> list[str]:

@@ -20,7 +20,7 @@ from typing import Any
 
 from absl import app, flags
 
-from impala_tf import configs
+from impala_tf import configs, quiet
 
 FLAGS = flags.FLAGS
 FROM_PRESET = " (default: from the preset)"
@@ -163,6 +163,8 @@ def main(argv: list[str]) -> int:
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    if not resolved.config.runtime.show_tensorflow_logs:
+        quiet.filter_stderr()  # Before TensorFlow is imported.
     if FLAGS.mode == "describe":
         print(describe(resolved))
         return 0
@@ -225,18 +227,50 @@ def check_environment_available(config: configs.Config) -> None:
         dmlab.import_deepmind_lab()
 
 
+def check_memory(config: configs.Config, local: bool) -> None:
+    """Refuses a run whose lower-bound memory need exceeds this machine's memory.
+
+    Raises:
+      MemoryError: naming the estimate, the machine's memory and the settings that drive it.
+    """
+    import psutil
+
+    from impala_tf import builders
+
+    estimate = builders.memory_estimate(config)
+    needed = estimate["learner"] * (config.runtime.num_learners if local else 1)
+    needed += estimate["actors"] if local else 0
+    available = psutil.virtual_memory().total
+    if needed > available:
+        gib = 2**30
+        raise MemoryError(
+            f"this run needs at least {needed / gib:,.1f} GiB (learner {estimate['learner'] / gib:,.1f}"
+            f" GiB for --batch_size={config.learner.batch_size} x --unroll_length="
+            f"{config.learner.unroll_length}"
+            + (
+                f"; {config.runtime.num_actors} actors x {config.runtime.envs_per_actor} "
+                f"environments {estimate['actors'] / gib:,.1f} GiB"
+                if local
+                else ""
+            )
+            + f") but this machine has {available / gib:,.1f} GiB"
+        )
+
+
 def train(config: configs.Config) -> int:
     """Local run (`--task=-1`, no cluster given) or one task of a distributed run."""
     from impala_tf import bookkeeping, launcher, runtime, transport
 
+    distributed = FLAGS.task >= 0 or FLAGS.cluster_spec or os.environ.get("TF_CONFIG")
     try:
         bookkeeping.ensure_writable_logdir(config.runtime.logdir)
         if FLAGS.job_name == "actor" or FLAGS.task < 0:
             check_environment_available(config)
-    except (bookkeeping.LogdirError, ImportError) as error:
+        if not distributed or FLAGS.job_name == "learner":
+            check_memory(config, local=not distributed)
+    except (bookkeeping.LogdirError, ImportError, MemoryError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    distributed = FLAGS.task >= 0 or FLAGS.cluster_spec or os.environ.get("TF_CONFIG")
     if not distributed:
         return launcher.launch_local(
             sys.argv[1:],
@@ -255,6 +289,9 @@ def train(config: configs.Config) -> int:
         return runtime.run_actor(config, cluster, task, connect_seconds=FLAGS.connect_seconds)
     except ValueError as error:
         print(f"error: bad cluster specification: {error}", file=sys.stderr)
+        return 2
+    except transport.LearnerPortInUseError as error:
+        print(f"error: {error}", file=sys.stderr)
         return 2
     except transport.LearnerUnreachableError as error:
         print(f"error: {error} (is the learner running? check --learner_hosts)", file=sys.stderr)

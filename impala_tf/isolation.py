@@ -98,8 +98,8 @@ def isolate_network(enabled: bool = True) -> Isolation:
       the process's network is unchanged.
 
     Raises:
-      RuntimeError: the process entered a private user and network namespace but could not make
-        its loopback usable; it cannot go back, and a run there could not work.
+      RuntimeError: the process entered a private network namespace but could not bring its
+        loopback up, nor leave it; a run there could not work.
     """
     marker = os.environ.pop(ENV_MARKER, None)
     if not enabled:
@@ -130,26 +130,29 @@ def enter_private_network() -> None:
     """
     if not sys.platform.startswith("linux"):
         raise IsolationError(f"network namespaces need Linux, this is {sys.platform}")
-    root_error = None
+    as_root = ""
     if os.geteuid() == 0:
         try:
             _enter_as_root()
             return
-        except OSError as error:
-            root_error = error  # E.g. a container without CAP_SYS_ADMIN: try a user namespace.
-    _check_user_namespaces_allowed(root_error)
+        except OSError as error:  # E.g. a container without CAP_SYS_ADMIN: try a user namespace.
+            as_root = f"cannot create a network namespace as root ({_describe(error)}), and "
+    try:
+        _check_user_namespaces_allowed()
+    except IsolationError as error:
+        raise IsolationError(f"{as_root}{error}") from error
     threads = _thread_count()
     if threads > 1:
         raise _SingleThreadNeeded(
-            f"cannot create a user namespace in a process with {threads} threads"
+            f"{as_root}a user namespace needs a single-threaded process (this one has {threads} "
+            "threads)"
         )
     uid, gid = os.geteuid(), os.getegid()
     try:
         _unshare(CLONE_NEWUSER | CLONE_NEWNET)
     except OSError as error:
-        detail = f"; as root: {_describe(root_error)}" if root_error else ""
         raise IsolationError(
-            f"cannot create a user and network namespace: {_describe(error)}{detail}"
+            f"{as_root}cannot create a user and network namespace ({_describe(error)})"
         ) from error
     try:
         _write_proc("/proc/self/setgroups", "deny")
@@ -204,8 +207,8 @@ def exposure_warning(isolation: Isolation, ports: Sequence[int]) -> str:
     named = ", ".join(str(p) for p in ports)
     return (
         f"[launcher] warning: TensorFlow server port(s) {named} listen on every network interface "
-        "with no authentication (anyone who reaches them can run code as this user), because "
-        f"{isolation.reason}; {SEE_ALSO}"
+        "with no authentication: anyone who reaches them can run code as this user. Not isolated: "
+        f"{isolation.reason}; {SEE_ALSO}."
     )
 
 
@@ -268,15 +271,15 @@ def _write_proc(path: str, text: str) -> None:
         os.close(fd)
 
 
-def _check_user_namespaces_allowed(root_error: OSError | None) -> None:
+def _check_user_namespaces_allowed() -> None:
     """Fails early (before any re-execution) where sysctls forbid user namespaces.
 
     Raises:
-      IsolationError: `user.max_user_namespaces` is 0 or `kernel.unprivileged_userns_clone` is 0.
+      IsolationError: `user.max_user_namespaces` or (Debian) `kernel.unprivileged_userns_clone` is 0.
     """
-    for path, why in (
-        ("/proc/sys/user/max_user_namespaces", "user namespaces are disabled"),
-        ("/proc/sys/kernel/unprivileged_userns_clone", "unprivileged user namespaces are disabled"),
+    for path in (
+        "/proc/sys/user/max_user_namespaces",
+        "/proc/sys/kernel/unprivileged_userns_clone",
     ):
         try:
             with open(path) as f:
@@ -284,8 +287,7 @@ def _check_user_namespaces_allowed(root_error: OSError | None) -> None:
         except OSError:
             continue
         if value == "0":
-            detail = f"; as root: {_describe(root_error)}" if root_error else ""
-            raise IsolationError(f"{why} ({path} is 0){detail}")
+            raise IsolationError(f"user namespaces are disabled ({path} is 0)")
 
 
 def _thread_count() -> int:
@@ -302,9 +304,8 @@ def _network_namespace_id() -> int:
         return -1
 
 
-def _describe(error: OSError | None) -> str:
-    if error is None:
-        return ""
+def _describe(error: OSError) -> str:
+    """`unshare: Operation not permitted (EPERM)`."""
     name = errno.errorcode.get(error.errno or 0, "")
     return f"{error.filename or 'error'}: {error.strerror}" + (f" ({name})" if name else "")
 

@@ -1,6 +1,7 @@
-"""One command, one machine: start the learner(s) and the actors as processes on loopback.
+"""One command, one machine: start the learner(s) and the actors as processes of this machine.
 
-The single-machine run is the distributed system with every task on localhost (one code path). The
+The single-machine run is the distributed system with every task on localhost (one code path), in
+a private network namespace where the OS allows it (`impala_tf.isolation`). The
 launcher picks free ports, starts `--num_learners` learner processes and `--num_actors` actor
 processes running `python -m impala_tf.experiment --job_name=... --task=...` with the user's flags,
 and supervises them until the learners finish, Ctrl-C or SIGTERM:
@@ -8,6 +9,8 @@ and supervises them until the learners finish, Ctrl-C or SIGTERM:
 - an actor that dies is restarted, and its root cause (the last error line of its log) is printed;
   an actor that keeps failing with no learner update in between ends the run (`EXIT_ACTOR_FAILING`);
 - a learner that dies is reported with its exit status or signal and its log, and ends the run;
+  learner 0 logs to `logs/learner_0.log` like every process, and the launcher shows that log on
+  its console;
 - a watchdog reads the chief learner's heartbeat (`impala_tf.rundir`): after `watchdog_seconds`
   without an update it has every process write its Python stacks into its log (SIGUSR1, see
   `install_stack_dump`), prints each process's state and CPU use, and restarts the actors; if the
@@ -32,7 +35,7 @@ from collections.abc import Sequence
 
 import psutil
 
-from impala_tf import isolation, rundir
+from impala_tf import isolation, quiet, rundir
 
 _PR_SET_PDEATHSIG = 1
 STACK_DUMP_SIGNAL = signal.SIGUSR1
@@ -65,7 +68,9 @@ def free_ports(count: int) -> list[int]:
 def install_stack_dump() -> None:
     """Makes this process write every thread's Python stack to stderr on SIGUSR1 (the watchdog's
     "where is each process"); harmless if never signalled."""
-    faulthandler.register(STACK_DUMP_SIGNAL, all_threads=True, chain=False)
+    faulthandler.register(
+        STACK_DUMP_SIGNAL, file=quiet.original_stderr_fd(), all_threads=True, chain=False
+    )
 
 
 def last_error_line(log_path: str | None) -> str:
@@ -105,21 +110,38 @@ def _die_with_parent() -> None:
         pass
 
 
-def _tee(source, log_path: str) -> None:
-    """Copies a child's output to this console and to its log file."""
-    with open(log_path, "ab") as log:
-        for chunk in iter(lambda: source.read1(65536), b""):
-            log.write(chunk)
-            log.flush()
-            try:
-                sys.stdout.buffer.write(chunk)
-                sys.stdout.flush()
-            except (OSError, ValueError):
-                pass
+def _follow(log_path: str, offset: int, child: subprocess.Popen) -> None:
+    """Prints what a child appends to its log file, from `offset`, until the child has exited.
+
+    The child writes to the file itself (never to a pipe of ours), so it keeps running and logging
+    normally if this process dies.
+    """
+    with open(log_path, "rb") as log:
+        log.seek(offset)
+        while True:
+            chunk = log.read(65536)
+            if chunk:
+                try:
+                    sys.stdout.buffer.write(chunk)
+                    sys.stdout.flush()
+                except (OSError, ValueError):
+                    return
+                continue
+            if child.poll() is not None:
+                rest = log.read()
+                if rest:
+                    try:
+                        sys.stdout.buffer.write(rest)
+                        sys.stdout.flush()
+                    except (OSError, ValueError):
+                        pass
+                return
+            time.sleep(0.2)
 
 
 class _Child:
-    """One supervised process; its output goes to `log_path` (and the console with `echo`)."""
+    """One supervised process; its output goes to `log_path` (also shown on the console with
+    `echo`)."""
 
     def __init__(self, name: str, argv: list[str], log_path: str, echo: bool = False):
         self.name = name
@@ -129,21 +151,11 @@ class _Child:
         self.restarts = 0
         self.failures_without_progress = 0
         self.process: subprocess.Popen | None = None
+        self._follower: threading.Thread | None = None
 
     def start(self) -> None:
-        if self.echo:
-            self.process = subprocess.Popen(
-                self.argv,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                preexec_fn=_die_with_parent,
-            )
-            threading.Thread(
-                target=_tee, args=(self.process.stdout, self.log_path), daemon=True
-            ).start()
-            return
         with open(self.log_path, "ab") as log:
+            offset = log.tell()
             self.process = subprocess.Popen(
                 self.argv,
                 stdout=log,
@@ -151,6 +163,16 @@ class _Child:
                 stdin=subprocess.DEVNULL,
                 preexec_fn=_die_with_parent,
             )
+        if self.echo:
+            self._follower = threading.Thread(
+                target=_follow, args=(self.log_path, offset, self.process), daemon=True
+            )
+            self._follower.start()
+
+    def finish_echo(self, timeout: float = 5.0) -> None:
+        """Waits until everything the (exited) child logged has been shown."""
+        if self._follower is not None:
+            self._follower.join(timeout)
 
     def poll(self) -> int | None:
         return None if self.process is None else self.process.poll()
@@ -321,6 +343,8 @@ def launch_local(
             print("[launcher] interrupted: stopping (the learner saves a checkpoint)", flush=True)
         _stop(actors)
         _stop(learners, timeout=60.0)
+        for learner in learners:
+            learner.finish_echo()
         for s, handler in previous.items():
             signal.signal(s, handler)
     if interrupted:

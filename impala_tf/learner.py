@@ -1,7 +1,8 @@
 """The learner's update: re-run the agent, align time, V-trace, the three losses, one RMSProp step.
 
-Implements paper section 4 (V-trace actor-critic) as the official release's `build_learner` does it
-(facts 2.3, 2.4, 3.6, 3.7):
+Implements paper section 4 (V-trace actor-critic) as the official release's `build_learner`
+(`experiment.py`) does it; the sums follow the paper's Table D.1 caption, the frame counting its
+Table 1 footnote:
 
 1. re-run the agent over the batch's T+1 steps from each trajectory's initial core state;
 2. bootstrap from the value of the last observation (`learner baseline[T]`);
@@ -12,8 +13,9 @@ Implements paper section 4 (V-trace actor-critic) as the official release's `bui
    read from the frame counter before the step; then frames += B x T x action repeats.
 
 A non-finite loss or gradient, or an update that would make a weight non-finite, skips the update
-(weights, slots and the frame counter are untouched) and is reported in the step's logs. The time alignment is documented once, in
-`impala_tf.structures`; this module is the only place that slices and shifts time.
+(weights, slots and the frame counter are untouched) and is reported in the step's logs. The time
+alignment is documented in docs/time_alignment.md (summary in `impala_tf.structures`); this module
+is the only place that slices and shifts time.
 """
 
 from __future__ import annotations

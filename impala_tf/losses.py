@@ -1,4 +1,4 @@
-"""IMPALA's three loss terms and the reward-clipping variants (paper section 4.2; facts 2.4, 2.5, 8.1).
+"""IMPALA's three loss terms and the reward-clipping variants (paper section 4.2).
 
 The actor-critic update of paper section 4.2 sums three gradients: the value loss towards the
 V-trace targets, the policy gradient weighted by the V-trace advantage, and an entropy bonus. As in
@@ -6,8 +6,9 @@ the official release's `build_learner`, every term is a **sum over time and batc
 caption: "the loss is summed across the batch and time dimensions"); the caller multiplies the
 baseline and entropy terms by `baseline_cost` and `entropy_cost`.
 
-Rewards are clipped before V-trace (`clip_rewards`, facts 2.5); the modes are
-`impala_tf.configs.REWARD_CLIPPING_MODES`.
+Rewards are clipped before V-trace (`clip_rewards`: the release's `--reward_clipping`, paper
+Table D.3 and Figure D.1); the modes are `impala_tf.configs.REWARD_CLIPPING_MODES`. The clipping
+variants are compared in docs/faithfulness.md.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ def entropy_loss(logits: tf.Tensor) -> tf.Tensor:
 
 
 def clip_rewards(rewards: tf.Tensor, mode: str) -> tf.Tensor:
-    """Clips rewards for the losses (facts 2.5). The network input reward is clipped separately.
+    """Clips the rewards the losses see (release `build_learner`), not the agent's input reward.
 
     Modes:
       - `"abs_one"`: `clip(r, -1, 1)` (release default; the paper's single-task setting, Table D.3).

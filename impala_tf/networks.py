@@ -1,28 +1,26 @@
 """Sonnet 2 agents of the paper: deep ResNet and shallow torsos, instruction encoder, LSTM, heads.
 
-Implements the networks of paper section 5 and Figure 3 as the official release built them (facts
-1.1-1.5, 8.6, 8.7; the release's `experiment.py` class `Agent`):
+Implements the networks of paper section 5 and Figure 3 as the official release built them (class
+`Agent` of the release's `experiment.py`):
 
-- `ResNetTorso`: the deep ("large") model, 15 convolutions in three residual sections (facts 1.1).
-- `ShallowTorso`: the DMLab shallow ("small") model, a reconstruction (facts 1.2, UNVERIFIED: the
-  paper's Figure 3 labels were not readable): two VALID convolutions of Mnih et al. (2016) + FC 256.
-- `AtariShallowTorso`: the Atari shallow model (paper section 5.3.2, "three convolutional layers";
-  exact layers UNVERIFIED, facts 1.2 and 9): reconstructed as the Nature-DQN convolutions + FC 256.
-- `InstructionEncoder`: the DMLab-30 language branch (facts 1.3): whitespace tokens hashed into 1000
-  buckets, 20-d embeddings, LSTM-64, output at the last valid token. String hashing is separable
-  (`tokenize_instructions`) so the learner can hash outside an XLA-compiled unroll.
-- `BlockLSTM`: the release's `LSTMBlockCell` semantics (facts 1.1, 1.5): one kernel over
-  `[input, hidden]`, glorot-uniform kernel, zero bias, `forget_bias` added at run time.
-- `Agent`: concatenates [torso 256, clipped last reward, one-hot last action, instruction 64] (facts
-  1.1 step 6), runs the LSTM-256 core with the state reset to zero before every step whose `done` is
-  True (facts 2.3, 8.4), then the linear policy and baseline heads; the action is sampled from the
-  logits. `unroll` folds time into batch for the torso and heads (paper section 3.1).
+- `ResNetTorso`: the deep ("large") model, 15 convolutions in three residual sections (Figure 3,
+  right; the release's `Agent._torso`).
+- `ShallowTorso`: the DMLab shallow ("small") model, a reconstruction. UNVERIFIED: the paper gives
+  only "2 convolutional layers and 1.2 million parameters" (Figure 3, left) and the release does not
+  contain it; we use the two VALID convolutions of Mnih et al. (2016) + FC 256.
+- `AtariShallowTorso`: the Atari shallow model. UNVERIFIED: paper section 5.3.2 says only "three
+  convolutional layers" as in Mnih et al. (2016); we use the Nature-DQN convolutions + FC 256.
+- `InstructionEncoder`: the DMLab-30 language branch (the release's `Agent._instruction`):
+  whitespace tokens hashed into 1000 buckets, 20-d embeddings, LSTM-64, output at the last valid
+  token. Hashing is separable (`tokenize_instructions`) so it can run outside an XLA-compiled unroll.
+- `BlockLSTM`: the semantics of the release's `tf.contrib.rnn.LSTMBlockCell`.
+- `Agent`: concatenates [torso 256, clipped last reward, one-hot last action, instruction 64], runs
+  the LSTM-256 core with the state reset to zero before every step whose `done` is True, then the
+  linear policy and baseline heads; the action is sampled from the logits. `unroll` folds time into
+  batch for the torso and heads (paper section 3.1).
 
-Initialisation (facts 1.5): Sonnet 2's defaults for `snt.Conv2D` and `snt.Linear` are the release's
-(Sonnet 1's): weights truncated normal with stddev 1/sqrt(fan_in), biases zero (dm-sonnet 2.0.2,
-`conv.py` and `linear.py`). `snt.Embed` defaults to truncated normal with stddev 1 (Sonnet 1's source
-used an untruncated normal with stddev 1; facts 9). The LSTM kernels are glorot-uniform, TF1's
-default for `LSTMBlockCell`.
+Initialisers are Sonnet's defaults, as in the release (Sonnet 1), except that whether Sonnet 1's
+`snt.Embed` drew from a truncated or a plain normal is UNVERIFIED. See docs/networks.md.
 """
 
 from __future__ import annotations
@@ -37,11 +35,11 @@ import tree
 
 from impala_tf import structures
 
-TORSO_OUTPUT_SIZE = 256  # FC 256 after every torso (facts 1.1 step 5, 1.2).
-CORE_HIDDEN_SIZE = 256  # LSTMBlockCell(256) (facts 1.1).
-NUM_HASH_BUCKETS = 1000  # Instruction token hash buckets (facts 1.3).
-WORD_EMBEDDING_SIZE = 20  # snt.Embed(1000, 20) (facts 1.3).
-LANGUAGE_HIDDEN_SIZE = 64  # LSTMBlockCell(64, name="language_lstm") (facts 1.3).
+TORSO_OUTPUT_SIZE = 256  # FC 256 after every torso (release `Agent._torso`).
+CORE_HIDDEN_SIZE = 256  # LSTMBlockCell(256) (release `Agent`).
+NUM_HASH_BUCKETS = 1000  # Instruction token hash buckets (release `Agent._instruction`).
+WORD_EMBEDDING_SIZE = 20  # snt.Embed(1000, 20) (release `Agent._instruction`).
+LANGUAGE_HIDDEN_SIZE = 64  # LSTMBlockCell(64, name="language_lstm") (release).
 TORSOS = ("deep", "shallow", "atari_shallow")
 
 
@@ -71,7 +69,7 @@ class InstructionTokens(NamedTuple):
 
 
 class BlockLSTM(snt.RNNCore):
-    """An LSTM with the semantics of TF1's `tf.contrib.rnn.LSTMBlockCell` (facts 1.1, 1.5).
+    """An LSTM with the semantics of TF1's `tf.contrib.rnn.LSTMBlockCell`, the release's LSTM.
 
     Gates are computed from one kernel `[input_size + hidden_size, 4 * hidden_size]` applied to
     `concat([input, h])` plus a bias `[4 * hidden_size]`, in `LSTMBlockCell`'s gate order (input,
@@ -141,12 +139,12 @@ class BlockLSTM(snt.RNNCore):
 
 
 def _frame_to_float(frame: tf.Tensor) -> tf.Tensor:
-    """uint8 `[N, H, W, C]` -> float32 in [0, 1] (no mean subtraction, facts 1.1 step 1)."""
+    """uint8 `[N, H, W, C]` -> float32 in [0, 1] (no mean subtraction, as the release)."""
     return tf.cast(frame, tf.float32) / 255.0
 
 
 class ResNetTorso(snt.Module):
-    """The deep model's torso (facts 1.1): 15 convolutions, three residual sections, FC 256.
+    """The deep model's torso (Figure 3, right; release `Agent._torso`): 15 convolutions, FC 256.
 
     Sections (channels, blocks) = (16, 2), (32, 2), (32, 2); each is Conv 3x3/1 SAME, max-pool
     3x3/2 SAME, then two pre-activation residual blocks `x + conv(relu(conv(relu(x))))`. Then ReLU,
@@ -186,10 +184,15 @@ class ResNetTorso(snt.Module):
 
 
 class ShallowTorso(snt.Module):
-    """The DMLab shallow model's torso (facts 1.2, reconstruction; UNVERIFIED).
+    """The DMLab shallow model's torso (Figure 3, left): a reconstruction, UNVERIFIED.
 
     Conv 8x8/4 16 ReLU, Conv 4x4/2 32 ReLU (both VALID), flatten, Linear 256, ReLU. DMLab
     `[72, 96, 3]` gives 17x23x16 -> 7x10x32 = 2240 features. Frames need H, W >= 16.
+
+    UNVERIFIED: the paper states only "2 convolutional layers and 1.2 million parameters" and the
+    release does not contain this model; the layers are those of Mnih et al. (2016), and VALID
+    padding is the choice that matches the parameter count (1,230,426 here with the language
+    branch). See docs/networks.md.
     """
 
     def __init__(self, name: str | None = "shallow_torso"):
@@ -209,12 +212,13 @@ class ShallowTorso(snt.Module):
 
 
 class AtariShallowTorso(snt.Module):
-    """The Atari shallow model's torso (paper section 5.3.2; exact layers UNVERIFIED, facts 9).
+    """The Atari shallow model's torso (paper section 5.3.2); the exact layers are UNVERIFIED.
 
     The paper says "a shallow network that is equivalent to the feed forward network used in (Mnih
     et al., 2016) which features three convolutional layers"; reconstructed here as the Nature-DQN
     convolutions: Conv 8x8/4 32, Conv 4x4/2 64, Conv 3x3/1 64 (VALID, ReLU), flatten, Linear 256,
-    ReLU. Atari `[84, 84, 4]` gives 20x20x32 -> 9x9x64 -> 7x7x64 = 3136 features.
+    ReLU. Atari `[84, 84, 4]` gives 20x20x32 -> 9x9x64 -> 7x7x64 = 3136 features. Neither the
+    paper's text nor the release gives the filter sizes, so this is a plausible guess, not a copy.
     """
 
     def __init__(self, name: str | None = "atari_shallow_torso"):
@@ -235,7 +239,7 @@ class AtariShallowTorso(snt.Module):
 
 
 def tokenize_instructions(instructions: Any) -> InstructionTokens:
-    """Splits and hashes instruction strings (facts 1.3 steps 1, 2 and 4). Not XLA-compilable.
+    """Splits and hashes instruction strings (release `Agent._instruction`). Not XLA-compilable.
 
     Tokens are separated by spaces; empty tokens are dropped (TF1 `tf.string_split` with its
     default `skip_empty=True`), so `" a  b "` and `"a b"` give the same tokens. The tokens are
@@ -263,7 +267,7 @@ def tokenize_instructions(instructions: Any) -> InstructionTokens:
 
 
 class InstructionEncoder(snt.Module):
-    """The DMLab-30 language branch (facts 1.3): hashed tokens -> Embed(1000, 20) -> LSTM-64.
+    """The DMLab-30 language branch (release `Agent._instruction`): Embed(1000, 20) -> LSTM-64.
 
     The output is the LSTM output at each instruction's last valid token, the zero vector for an
     empty instruction. The LSTM starts from zeros for every example (no state across time steps).
@@ -329,7 +333,7 @@ def _make_torso(torso: str) -> snt.Module:
 class Agent(snt.Module):
     """The IMPALA agent: torso, optional instruction encoder, optional LSTM-256 core, linear heads.
 
-    Core input (facts 1.1 step 6) is the concatenation, in this order, of the torso output (256),
+    Core input (release `Agent._torso`) is the concatenation, in this order, of the torso output (256),
     the last reward clipped to [-1, 1] (1; always clipped, whatever the loss's reward clipping),
     the one-hot last action (num_actions) and, with `use_instruction`, the instruction embedding
     (64). With `use_lstm` it goes through `BlockLSTM(256)`; otherwise straight to the heads
@@ -427,7 +431,7 @@ class Agent(snt.Module):
 
         The torso, instruction encoder and heads run on all T*B inputs at once (time folded into
         batch, paper section 3.1); the LSTM loops over time, zeroing the state of each example
-        whose `done[t]` is True before step t (facts 1.1, 2.3, 8.4).
+        whose `done[t]` is True before step t (release `Agent.unroll`).
 
         Args:
           last_actions: int32 `[T, B]`, the action taken before each step.

@@ -1,14 +1,15 @@
 """RMSProp with the official release's semantics, the learning-rate schedule, gradient clipping.
 
-Facts 3.6, 3.7, 2.4 and 8.5. The release minimised its loss with TF1's
+The official release's `experiment.py` (`build_learner`) minimised its loss with TF1's
 `tf.train.RMSPropOptimizer(learning_rate, decay, momentum, epsilon)`, whose update is
 
     ms    <- decay * ms + (1 - decay) * g^2          (the `rms` slot, INITIALISED TO ONES)
     mom   <- momentum * mom + lr * g / sqrt(ms + epsilon)   (epsilon INSIDE the square root)
     theta <- theta - mom
 
-with the paper's DMLab values decay 0.99, momentum 0, epsilon 0.1 (Table D.3). `RMSProp` below runs
-exactly that update with TensorFlow's own `ResourceApplyRMSProp` kernel (the one TF1 called), and for
+with the release's DMLab defaults decay 0.99, momentum 0 (also paper Table D.3) and epsilon 0.1
+(`experiment.py` flags; the paper sweeps epsilon, Table D.1). `RMSProp` below runs exactly that
+update with TensorFlow's own `ResourceApplyRMSProp` kernel (the one TF1 called), and for
 `tf.IndexedSlices` gradients (e.g. an embedding lookup) the sparse kernel on the touched rows only,
 after summing duplicate indices, as TF1 did.
 
@@ -18,8 +19,9 @@ the early step sizes.
 
 The learning rate is annealed linearly to zero over the total environment frames, with the
 environment-frame counter (read before the update) as the step: TF1's
-`polynomial_decay(lr, frames, total_frames, 0)` with power 1 (facts 3.6). Global-norm gradient
-clipping is off for DMLab (the release) and 40 for Atari (paper Table G.1).
+`polynomial_decay(lr, frames, total_frames, 0)` with power 1, as in the release's `build_learner`
+(paper Table G.1: "anneal linearly to 0"). Global-norm gradient clipping is off for DMLab (the
+release) and 40 for Atari (paper Table G.1). See docs/faithfulness.md.
 """
 
 from __future__ import annotations
@@ -252,7 +254,8 @@ def linear_learning_rate(
 ) -> tf.Tensor:
     """`lr0 * (1 - min(frames, F) / F)`: linear annealing to 0 over the environment frames.
 
-    TF1 `polynomial_decay(lr0, frames, F, end_learning_rate=0, power=1, cycle=False)` (facts 3.6).
+    TF1 `polynomial_decay(lr0, frames, F, end_learning_rate=0, power=1, cycle=False)`, as in the
+    release's `build_learner`.
 
     Args:
       initial_learning_rate: lr0.

@@ -1,4 +1,4 @@
-"""The learner and actor processes of a training run (paper section 3, Figure 1; facts 6.1-6.5).
+"""A training run's learner and actor processes (paper section 3, Figure 1; release `experiment.py`).
 
 `run_learner` hosts a trajectory queue and a parameter store on its `tf.distribute.Server`
 (`impala_tf.transport`), dequeues batches of B trajectories from different actors, prefetches the
@@ -380,11 +380,11 @@ def run_learner(
         healthy = True
     finally:
         prefetcher.stop()
-        books.close(save=healthy or skips.streak == 0)
         try:
-            trajectory_queue.close()
+            trajectory_queue.close()  # Actors stop; a pending dequeue returns.
         except Exception:  # Best effort: actors also notice the learner going away.
             pass
+        books.close(save=healthy or skips.streak == 0)
     checksum = sum(float(np.sum(np.abs(v.numpy()), dtype=np.float64)) for v in agent.variables)
     print(f"{prefix} weights checksum: {checksum:.10e}", flush=True)
     stats = {

@@ -1,39 +1,19 @@
 """Suite scoring: which suite a set of levels is, human-normalised scores, and the suite summaries.
 
-The one implementation of the IMPALA paper's (Espeholt et al., ICML 2018) test scores. Evaluation
-(`impala_tf.evaluation`), training summaries (`impala_tf.bookkeeping`), the learning curves and
-every report (`impala_tf.reports`, `dmlab30.report`) compute their scores here.
+The one implementation of the IMPALA paper's test scores: the DMLab-30 mean capped human-normalised
+score (paper appendix B, Tables 3 and B.1; `compute_human_normalized_score` has the name and
+arguments of the official release's `dmlab30.py` function) and the Atari-57 median and mean
+human-normalised scores (paper section 5.3.2, Table 4). Evaluation, training summaries, learning
+curves and every report compute their scores here.
 
-- Suites: `level_suite` / `detect_suite` tell DMLab-30 levels (training or test names) from Atari-57
-  games (`atari/<game>`, or the bare `<game>`) and from other levels; `scoring_name` is the name a
-  level is scored under (the DMLab-30 test name, or the bare game).
-- Per level: `normalized_score` is `(score - random) / (human - random) * 100`, in percent, optionally
-  capped from above; `dmlab30_normalized_score` uses the DMLab-30 references of the official release
-  (google-deepmind/scalable_agent `dmlab30.py`, keyed by test level name, training names mapping to
-  test names through its `LEVEL_MAPPING`), `atari57_normalized_score` the Atari-57 human and random
-  references of the DQN line of work (Mnih et al. 2015; van Hasselt et al. 2016) the paper normalises
-  against.
-- DMLab-30: `compute_human_normalized_score(level_returns, per_level_cap)` is the release's
-  `dmlab30.compute_human_normalized_score`, same name and arguments: the mean over the 30 test levels
-  of each level's score of its mean return. With `per_level_cap=DMLAB30_CAP` (100) it is the paper's
-  "mean capped normalised score" (appendix B; Table 3, Table B.1); with None the uncapped score. The
-  release's learner logged both during training (`dmlab30/training_cap_100`, `training_no_cap`).
-- Atari-57: `atari57_median_score` and `atari57_mean_score` over the 57 games (paper section 5.3.2,
-  Table 4). The paper's Table 4 means are reproduced from its Table C.1 only with video_pinball's
-  random score taken as 0 (`atari57.PAPER_MEAN_RANDOM_OVERRIDES`); medians are unaffected.
-- `summarize`: both suites' scores of a set of per-level returns, as `--mode=test` writes them.
-- `table_b1_mean_capped_score`: the paper's Table B.1 mean capped score recomputed from its printed
-  (rounded) rows.
+- Classification: `level_suite`, `detect_suite`, `scoring_name`.
+- Per level: `normalized_score`, `dmlab30_normalized_score`, `atari57_normalized_score`.
+- Suites: `compute_human_normalized_score`, `atari57_median_score`, `atari57_mean_score`,
+  `summarize`; `table_b1_mean_capped_score` recomputes the paper's Table B.1 mean.
 
-Data stays with the data modules: the DMLab-30 levels and references in `dmlab30.levels`, the paper's
-DMLab-30 tables in `dmlab30.paper_results`, the Atari-57 games, references and tables in
-`impala_tf.atari57`. This module imports only those and the standard library, and nothing imports
-it back from there (`tests/test_imports.py`).
-
-Two deliberate differences from the release's scorer: a DMLab-30 level given under both its
-training and its test name (e.g. `rooms_collect_good_objects_train` and `..._test`) is a
-`ValueError` (the release silently kept whichever came last, but the two regimes differ), and a
-missing level's error names every missing level.
+Data stays with the data modules (`dmlab30.levels`, `dmlab30.paper_results`, `impala_tf.atari57`);
+this module imports only those and the standard library. See docs/scoring.md for the definitions,
+the video_pinball convention and the two deliberate differences from the release's scorer.
 """
 
 from __future__ import annotations
@@ -70,7 +50,7 @@ ATARI_PREFIX = "atari/"
 _SUITE_WORDS = {DMLAB30: ("DMLab-30", "levels"), ATARI57: ("Atari-57", "games")}
 
 # Episode returns of a level: a sequence (averaged), or one already-averaged score.
-Returns = float | Sequence[float]
+EpisodeReturns = float | Sequence[float]
 ScoreOverrides = Mapping[str, float] | None
 
 
@@ -124,6 +104,12 @@ def scoring_name(level_name: str) -> str:
     DMLab-30 training names map to test names through the release's `LEVEL_MAPPING` (`dmlab30.py`
     keys its HUMAN_SCORES and RANDOM_SCORES by test name); `atari/pong` and `pong` are `pong`.
 
+    Args:
+      level_name: a DMLab-30 level or an Atari-57 game.
+
+    Returns:
+      The scoring name, one of `SUITE_LEVELS[level_suite(level_name)]`.
+
     Raises:
       ValueError: not a level of either suite; for an `atari/` name, the message suggests games.
     """
@@ -136,7 +122,19 @@ def scoring_name(level_name: str) -> str:
 
 
 def missing_levels(suite: str, level_names: Iterable[str]) -> list[str]:
-    """The levels of `suite` (scoring names, in suite order) that none of `level_names` stands for."""
+    """The levels of a suite that none of the names stands for.
+
+    Args:
+      suite: `"dmlab30"` or `"atari57"`.
+      level_names: level names (a training name stands for its test level; other suites' and
+        other levels' names are left aside).
+
+    Returns:
+      The missing levels' scoring names, in suite order (empty when the names cover the suite).
+
+    Raises:
+      ValueError: an unknown suite.
+    """
     _check_suite(suite)
     covered = {scoring_name(n) for n in level_names if level_suite(n) == suite}
     return [level for level in SUITE_LEVELS[suite] if level not in covered]
@@ -169,7 +167,7 @@ class SuiteReturns:
         return {level: math.fsum(r) / len(r) for level, r in self.returns.items() if r}
 
 
-def split_returns(level_returns: Mapping[str, Returns], suite: str) -> SuiteReturns:
+def split_returns(level_returns: Mapping[str, EpisodeReturns], suite: str) -> SuiteReturns:
     """Picks the levels of `suite` out of per-level returns, keyed by scoring name.
 
     Args:
@@ -252,7 +250,9 @@ def dmlab30_normalized_score(
     return normalized_score(mean_return, human, random, per_level_cap)
 
 
-def atari57_normalized_score(game: str, score: float, random_overrides: ScoreOverrides = None) -> float:
+def atari57_normalized_score(
+    game: str, score: float, random_overrides: ScoreOverrides = None
+) -> float:
     """Human-normalised score of one Atari game (paper Table 4, Table C.1).
 
     Args:
@@ -310,7 +310,7 @@ def _per_level(
 
 
 def normalized_scores(
-    level_returns: Mapping[str, Returns],
+    level_returns: Mapping[str, EpisodeReturns],
     suite: str,
     per_level_cap: float | None = None,
     random_overrides: ScoreOverrides = None,
@@ -356,7 +356,7 @@ def _all_levels(
 
 
 def compute_human_normalized_score(
-    level_returns: Mapping[str, Returns], per_level_cap: float | None = None
+    level_returns: Mapping[str, EpisodeReturns], per_level_cap: float | None = None
 ) -> float:
     """Mean human-normalised score over the 30 DMLab-30 levels, in percent.
 
@@ -380,10 +380,10 @@ def compute_human_normalized_score(
     split = split_returns(level_returns, DMLAB30)
     for name in split.ignored:
         _log.warning("Ignoring level %r: not a DMLab-30 level.", name)
-    return math.fsum(_all_levels(split, per_level_cap)) / len(SUITE_LEVELS[DMLAB30])
+    return statistics.fmean(_all_levels(split, per_level_cap))
 
 
-def _atari57_split(game_returns: Mapping[str, Returns]) -> SuiteReturns:
+def _atari57_split(game_returns: Mapping[str, EpisodeReturns]) -> SuiteReturns:
     split = split_returns(game_returns, ATARI57)
     for name in split.ignored:
         _log.warning("Ignoring level %r: not an Atari-57 game.", name)
@@ -391,7 +391,7 @@ def _atari57_split(game_returns: Mapping[str, Returns]) -> SuiteReturns:
 
 
 def atari57_median_score(
-    game_returns: Mapping[str, Returns], random_overrides: ScoreOverrides = None
+    game_returns: Mapping[str, EpisodeReturns], random_overrides: ScoreOverrides = None
 ) -> float:
     """Median over the 57 games of the human-normalised score, in percent (paper Table 4).
 
@@ -408,11 +408,13 @@ def atari57_median_score(
     Raises:
       ValueError: naming the missing games, an unknown `atari/` game, or a game given twice.
     """
-    return float(statistics.median(_all_levels(_atari57_split(game_returns), None, random_overrides)))
+    return float(
+        statistics.median(_all_levels(_atari57_split(game_returns), None, random_overrides))
+    )
 
 
 def atari57_mean_score(
-    game_returns: Mapping[str, Returns], random_overrides: ScoreOverrides = None
+    game_returns: Mapping[str, EpisodeReturns], random_overrides: ScoreOverrides = None
 ) -> float:
     """Mean over the 57 games of the human-normalised score, in percent (paper Table 4).
 
@@ -427,7 +429,9 @@ def atari57_mean_score(
     Raises:
       ValueError: see `atari57_median_score`.
     """
-    return float(statistics.fmean(_all_levels(_atari57_split(game_returns), None, random_overrides)))
+    return float(
+        statistics.fmean(_all_levels(_atari57_split(game_returns), None, random_overrides))
+    )
 
 
 def summarize(level_returns: Mapping[str, Sequence[float]]) -> dict[str, Any]:
@@ -452,9 +456,7 @@ def summarize(level_returns: Mapping[str, Sequence[float]]) -> dict[str, Any]:
     dmlab = split_returns(level_returns, DMLAB30)
     if not dmlab.missing:
         summary[DMLAB30] = {
-            "mean_capped_human_normalized_score": statistics.fmean(
-                _all_levels(dmlab, DMLAB30_CAP)
-            ),
+            "mean_capped_human_normalized_score": statistics.fmean(_all_levels(dmlab, DMLAB30_CAP)),
             "mean_uncapped_human_normalized_score": statistics.fmean(_all_levels(dmlab)),
             "per_level_cap": DMLAB30_CAP,
         }

@@ -4,33 +4,13 @@ This module owns IMPALA's data contract (paper section 3; the official release's
 `StepOutput` and `AgentOutput`). It imports numpy only, so environment worker processes can use it
 without loading TensorFlow; `to_tensor_specs` converts specs lazily.
 
-Time alignment (the release's `build_actor` / `build_learner`, facts 2.3 and 6.4)
----------------------------------------------------------------------------------
-An actor produces unrolls of T agent steps and sends T+1 steps: step 0 of unroll k is the last step of
-unroll k-1, so consecutive trajectories overlap by one step. Within a trajectory, for t = 0..T:
-
-- `env_outputs[t]` is what the environment returned after `agent_outputs[t].action` was applied:
-  the reward `r` obtained by that action, `done` (True when that action ended an episode), and the
-  observation on which the *next* action is chosen. When `done[t]` is True the environment has already
-  reset: `observation[t]` is the first observation of the new episode, `reward[t]` is the final reward
-  of the episode that ended, and `info[t]` holds that finished episode's return and length.
-- `agent_outputs[t]` is the behaviour policy's output (action, logits, baseline) computed on
-  `env_outputs[t-1].observation` (for t = 0, on the last observation of the previous unroll).
-- The very first environment output of a run has `done = True`, reward 0 and zero info.
-- `agent_state` is the core (LSTM) state *before* the agent processed `env_outputs[0]`, i.e. the
-  state the actor held at the start of the unroll.
-
-The learner re-runs the agent from `agent_state` over all T+1 (last action, env output) pairs, feeding
-`last_action[t] = agent_outputs[t].action` together with `env_outputs[t]`; the core state is reset to
-zero wherever `env_outputs[t].done` is True, before step t is processed. Its outputs at index t are
-the target policy and value on observation `env_outputs[t].observation`. Then, in the learner only
-(`impala_tf.learner`):
-
-- `bootstrap_value = learner_baseline[T]` (value of the last observation);
-- behaviour `agent_outputs[1:]`, `env_outputs[1:]` (rewards, done, info), learner outputs `[:-1]`;
-- after the shift, step t pairs the policy at x_t with the action a_t taken there, the reward r_t it
-  received, and `discount_t = gamma * (1 - done_{t+1})`: a terminal reward is kept and the bootstrap
-  across an episode boundary is cut.
+Time alignment (the release's `build_actor` and `build_learner`, `experiment.py`): an actor sends
+T+1 steps, the first being the last step of its previous trajectory; `env_outputs[t]` is what the
+environment returned after `agent_outputs[t].action` (so when `done[t]` is True, `observation[t]`
+already starts the next episode and `reward[t]` ends the last one); the first environment output of
+a run has `done = True`; `agent_state` is the core state at the unroll's start. The learner
+(`impala_tf.learner`) re-runs the agent, bootstraps from its value at step T and shifts behaviour
+and environment outputs by `[1:]`, its own outputs by `[:-1]`. See docs/time_alignment.md.
 
 Episode statistics: `info.episode_return` is the sum of raw (unclipped) rewards, `info.episode_step`
 counts agent steps; frames = steps x action repeats.

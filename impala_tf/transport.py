@@ -105,12 +105,30 @@ def error_summary(error: BaseException, limit: int = ERROR_SUMMARY_CHARS) -> str
 # Servers and connections.
 
 
+class LearnerPortInUseError(TransportError, OSError):
+    """The learner's port is taken (another learner, or another program)."""
+
+
 def start_learner_server(cluster: cluster_lib.ClusterConfig, task: int) -> tf.distribute.Server:
     """Starts learner `task`'s gRPC server; its ClusterSpec holds only this task, so it never waits
-    for other learners or for actors (see docs/transport.md)."""
+    for other learners or for actors (see docs/transport.md).
+
+    Raises:
+      LearnerPortInUseError: the port is taken (TensorFlow itself only says "Could not start gRPC
+        server").
+    """
     host = cluster.learner_hosts[cluster.check_task(cluster_lib.LEARNER_JOB, task)]
     spec = tf.train.ClusterSpec({cluster_lib.LEARNER_JOB: {task: host}})
-    return tf.distribute.Server(spec, job_name=cluster_lib.LEARNER_JOB, task_index=task, start=True)
+    try:
+        return tf.distribute.Server(
+            spec, job_name=cluster_lib.LEARNER_JOB, task_index=task, start=True
+        )
+    except tf.errors.OpError as error:
+        _, port = cluster_lib.split_address(host)
+        raise LearnerPortInUseError(
+            f"learner {task} cannot serve on {host}: {error_summary(error)} (is port {port} in use "
+            "by another learner or program? choose another port in --learner_hosts)"
+        ) from None
 
 
 def wait_for_learner(target: str, timeout: float) -> None:
@@ -380,7 +398,6 @@ class TrajectoryQueue(_QueueGraph):
             reconnect_seconds=connect_seconds,
             timeout_seconds=None,  # Its own server: a dequeue may wait for actors indefinitely.
         )
-        self._executor = concurrent.futures.ThreadPoolExecutor(1, "dequeue")
         self._pending: tuple[int, concurrent.futures.Future] | None = None
 
     def _dequeue_step(self, batch_size: int) -> str:
@@ -415,8 +432,7 @@ class TrajectoryQueue(_QueueGraph):
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         batch_size = int(batch_size)
         if self._pending is None:
-            name = self._dequeue_step(batch_size)
-            self._pending = (batch_size, self._executor.submit(self._call_once, name))
+            self._pending = (batch_size, self._start_dequeue(self._dequeue_step(batch_size)))
         elif self._pending[0] != batch_size:
             raise ValueError(
                 f"a dequeue of {self._pending[0]} is still pending; cannot dequeue {batch_size}"
@@ -435,6 +451,19 @@ class TrajectoryQueue(_QueueGraph):
         self._pending = None
         return tree.unflatten_as(self.specs, list(flat))
 
+    def _start_dequeue(self, step: str) -> concurrent.futures.Future:
+        """Runs a dequeue in a daemon thread (a dequeue still waiting never holds up exit)."""
+        future: concurrent.futures.Future = concurrent.futures.Future()
+
+        def run() -> None:
+            try:
+                future.set_result(self._call_once(step))
+            except BaseException as error:  # noqa: BLE001 - handed to the waiting caller.
+                future.set_exception(error)
+
+        threading.Thread(target=run, name="dequeue", daemon=True).start()
+        return future
+
     def close(self, cancel_pending_enqueues: bool = True) -> None:
         """Closes the queue: blocked/new enqueues and short dequeues raise `QueueClosedError`.
 
@@ -445,7 +474,6 @@ class TrajectoryQueue(_QueueGraph):
 
     def close_session(self) -> None:
         """Releases this process's session (the queue itself lives on in the server)."""
-        self._executor.shutdown(wait=False, cancel_futures=True)
         super().close()
 
 
@@ -733,4 +761,3 @@ class ParameterClient(_ParamsGraph):
             if time.monotonic() > deadline:
                 raise ParametersNotReadyError(f"nothing published on {self.target} in {timeout} s")
             time.sleep(0.05)
-

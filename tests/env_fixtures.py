@@ -1,7 +1,8 @@
 """Small numpy environments and picklable factories for the worker-process tests.
 
-They subclass `impala_tf.envs.base.Environment` (facts 4.2 interface) and are built in child
-processes by `impala_tf.envs.workers`, so they live in an importable module, not in a test file.
+They subclass `impala_tf.envs.base.Environment` (the interface of the release's
+`environments.PyProcessDmLab`) and are built in child processes by `impala_tf.envs.workers`, so they
+live in an importable module, not in a test file.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Tests of the Atari environment (`impala_tf.envs.atari`) on real ale-py ROMs (facts 1.4, 3.4, 10).
+"""Tests of the Atari environment (`impala_tf.envs.atari`) on real ale-py ROMs (paper Table G.1).
 
 The preprocessing is checked against an independent reimplementation written here from Table G.1
 (raw ALE greyscale screens, max over the last two frames of each 4-frame repeat, area resize to
@@ -288,5 +288,6 @@ def test_episode_frame_cap(is_test):
 
 
 def test_default_cap_is_108k_frames():
-    assert EnvConfig().atari_max_episode_frames == 108_000  # Table G.1 / facts 10: 30 min at 60 Hz.
+    # 30 minutes at 60 Hz, the cap of the DQN line of work (docs/atari.md).
+    assert EnvConfig().atari_max_episode_frames == 108_000
     assert EnvConfig().atari_noop_max == 30

@@ -22,7 +22,7 @@ from impala_tf.envs.base import StepStream
 
 FAKE_DIR = testing.fake_deepmind_lab_path()
 
-# Facts 4.1 (paper Table D.2): index -> native DMLab action.
+# Paper Table D.2 (the release's `environments.DEFAULT_ACTION_SET`): index -> native DMLab action.
 PAPER_ACTIONS = [
     (0, 0, 0, 1, 0, 0, 0),  # Forward
     (0, 0, 0, -1, 0, 0, 0),  # Backward

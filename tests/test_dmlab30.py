@@ -1,18 +1,17 @@
-"""Tests of `dmlab30`: level lists, reference scores, the (capped) human-normalised score, and the
-paper's tables. Literal tables below are written from the facts file (sections 4.3, 5.3), not read from
-the code. Runtime: well under a second."""
+"""Tests of the `dmlab30` data: level lists, reference scores and the paper's tables. Literal tables
+below are written from the official release's `dmlab30.py` and the paper's Tables 3 and B.1, not read
+from the code; the scores computed from them are tested in tests/test_scores.py. Runtime: well under
+a second."""
 
 from __future__ import annotations
-
-import logging
 
 import pytest
 
 import dmlab30
 from dmlab30 import paper_results
 
-# Facts 4.3 table: (training level, test level, HUMAN, RANDOM), in the release's order.
-FACTS_TABLE = [
+# The release's `dmlab30.py`: (training level, test level, HUMAN, RANDOM), in its order.
+RELEASE_TABLE = [
     ("rooms_collect_good_objects_train", "rooms_collect_good_objects_test", 10, 0.073),
     ("rooms_exploit_deferred_effects_train", "rooms_exploit_deferred_effects_test", 85.65, 8.501),
     ("rooms_select_nonmatching_object", None, 65.9, 0.312),
@@ -44,19 +43,10 @@ FACTS_TABLE = [
     ("explore_object_rewards_few", None, 77.7, 2.073),
     ("explore_object_rewards_many", None, 106.7, 2.438),
 ]
-TRAIN = [row[0] for row in FACTS_TABLE]
-TEST = [row[1] or row[0] for row in FACTS_TABLE]
-HUMAN = {t: row[2] for t, row in zip(TEST, FACTS_TABLE, strict=True)}
-RANDOM = {t: row[3] for t, row in zip(TEST, FACTS_TABLE, strict=True)}
-
-
-def returns_at(hns_percent: float) -> dict[str, list[float]]:
-    """Per test level, two returns whose mean has human-normalised score `hns_percent`."""
-    out = {}
-    for t in TEST:
-        mean = RANDOM[t] + hns_percent / 100.0 * (HUMAN[t] - RANDOM[t])
-        out[t] = [mean - 1.0, mean + 1.0]
-    return out
+TRAIN = [row[0] for row in RELEASE_TABLE]
+TEST = [row[1] or row[0] for row in RELEASE_TABLE]
+HUMAN = {t: row[2] for t, row in zip(TEST, RELEASE_TABLE, strict=True)}
+RANDOM = {t: row[3] for t, row in zip(TEST, RELEASE_TABLE, strict=True)}
 
 
 def test_level_lists():
@@ -71,7 +61,7 @@ def test_level_lists():
     assert "seekavoid_arena_01" not in dmlab30.ALL_LEVELS
 
 
-def test_reference_scores_match_facts_table():
+def test_reference_scores_match_the_release():
     assert set(dmlab30.HUMAN_SCORES) == set(TEST)
     assert set(dmlab30.RANDOM_SCORES) == set(TEST)
     for t in TEST:
@@ -79,75 +69,7 @@ def test_reference_scores_match_facts_table():
         assert dmlab30.RANDOM_SCORES[t] == RANDOM[t], t
 
 
-def test_score_hand_computed_uniform():
-    # Every level exactly at 50 % -> mean 50 %, with and without cap.
-    assert dmlab30.compute_human_normalized_score(returns_at(50.0)) == pytest.approx(50.0)
-    assert dmlab30.compute_human_normalized_score(returns_at(50.0), 100) == pytest.approx(50.0)
-
-
-def test_score_cap_binds_and_negative_allowed():
-    level_returns = returns_at(50.0)
-    # rooms_watermaze: human 54, random 4.065; a mean of 203.805 is (203.805-4.065)/49.935 = 400 %.
-    level_returns["rooms_watermaze"] = [200.0, 207.61]
-    # language_execute_random_task: random -5.913, human 254.05; mean -31.909 -> -10 % (no floor).
-    level_returns["language_execute_random_task"] = [-31.9093]
-    no_cap = (28 * 50.0 + 400.0 - 10.0) / 30
-    cap_100 = (28 * 50.0 + 100.0 - 10.0) / 30
-    assert dmlab30.compute_human_normalized_score(level_returns) == pytest.approx(no_cap, abs=1e-3)
-    assert dmlab30.compute_human_normalized_score(level_returns, 100) == pytest.approx(
-        cap_100, abs=1e-3
-    )
-    per_level = dmlab30.per_level_normalized_scores(level_returns, per_level_cap=100.0)
-    assert per_level["rooms_watermaze"] == 100.0
-    assert per_level["language_execute_random_task"] == pytest.approx(-10.0, abs=1e-3)
-    assert list(per_level) == TEST
-
-
-def test_single_level_value_by_hand():
-    # explore_goal_locations_small: (137.58 - 7.66) / (267.5 - 7.66) * 100 = 50 %.
-    assert dmlab30.normalize("explore_goal_locations_small", 137.58) == pytest.approx(50.0)
-    # rooms_collect_good_objects_train is scored against the _test references: (5.0365-0.073)/9.927.
-    assert dmlab30.normalize("rooms_collect_good_objects_train", 5.0365) == pytest.approx(50.0)
-
-
-def test_training_names_count_for_test_names():
-    by_test = returns_at(20.0)
-    by_train = {train: by_test[test] for train, test in zip(TRAIN, TEST, strict=True)}
-    assert dmlab30.compute_human_normalized_score(by_train, 100) == pytest.approx(20.0)
-    # Changing only the _train entry moves the _test level's score: (10-0.073)/9.927 = 100 %.
-    by_train["rooms_collect_good_objects_train"] = [10.0]
-    scores = dmlab30.per_level_normalized_scores(by_train)
-    assert scores["rooms_collect_good_objects_test"] == pytest.approx(100.0)
-
-
-def test_missing_or_empty_level_raises_with_its_name():
-    level_returns = returns_at(50.0)
-    del level_returns["psychlab_visual_search"]
-    with pytest.raises(ValueError, match="psychlab_visual_search"):
-        dmlab30.compute_human_normalized_score(level_returns)
-    level_returns = returns_at(50.0)
-    level_returns["natlab_fixed_large_map"] = []
-    with pytest.raises(ValueError, match="natlab_fixed_large_map"):
-        dmlab30.compute_human_normalized_score(level_returns)
-
-
-def test_both_train_and_test_name_raises():
-    level_returns = returns_at(50.0)
-    level_returns["rooms_exploit_deferred_effects_train"] = [1.0]
-    with pytest.raises(ValueError, match="rooms_exploit_deferred_effects"):
-        dmlab30.compute_human_normalized_score(level_returns)
-
-
-def test_other_levels_ignored_with_warning(caplog):
-    level_returns = returns_at(30.0)
-    level_returns["seekavoid_arena_01"] = [1e6]
-    with caplog.at_level(logging.WARNING):
-        score = dmlab30.compute_human_normalized_score(level_returns, 100)
-    assert score == pytest.approx(30.0)
-    assert "seekavoid_arena_01" in caplog.text
-
-
-# Facts 5.3, Table 3.
+# The paper's Table 3.
 def test_table_3():
     assert paper_results.TABLE_3 == {
         "A3C, deep": 23.8,
@@ -159,7 +81,7 @@ def test_table_3():
     }
 
 
-# Facts 5.3, Table B.1 as printed: (printed label, human, random, experts, impala).
+# The paper's Table B.1 as printed: (printed label, human, random, experts, impala).
 TABLE_B1_PRINTED = [
     ("rooms_collect_good_objects_test", 10.0, 0.1, 9.0, 5.8),
     ("rooms_exploit_deferred_effects_test", 85.7, 8.5, 15.6, 11.0),
@@ -213,16 +135,15 @@ def test_table_b1_as_printed():
     )
 
 
-def test_table_b1_recomputed_mean_capped_score():
-    # Facts 5.3: 44.4 % / 49.3 % recomputed from the rounded rows (printed 44.5 % / 49.4 %).
-    assert paper_results.table_b1_mean_capped_score("experts") == pytest.approx(44.4, abs=0.05)
-    assert paper_results.table_b1_mean_capped_score("impala") == pytest.approx(49.3, abs=0.05)
-    # Independent recomputation from the literal table above.
+def test_table_b1_printed_rows_give_44_4_and_49_3():
+    # The expected values of `scores.table_b1_mean_capped_score` (tests/test_scores.py), recomputed
+    # here from the literal table above, capped at 100 % per row (paper appendix B): 44.4 % and
+    # 49.3 %, where the paper prints 44.5 % and 49.4 %.
     for column, expected in ((3, 44.4), (4, 49.3)):
         capped = [min(100.0, (r[column] - r[2]) / (r[1] - r[2]) * 100) for r in TABLE_B1_PRINTED]
         assert sum(capped) / 30 == pytest.approx(expected, abs=0.05)
-    # With the release's unrounded references, the scorer lands within 0.1 of the printed means.
-    for column, printed in paper_results.TABLE_B1_PRINTED_MEAN_CAPPED.items():
-        level_returns = paper_results.table_b1_level_returns(column)
-        score = dmlab30.compute_human_normalized_score(level_returns, per_level_cap=100)
-        assert score == pytest.approx(printed, abs=0.1)
+    assert paper_results.TABLE_B1_PRINTED_MEAN_CAPPED == {"experts": 44.5, "impala": 49.4}
+    assert paper_results.table_b1_level_returns("impala")["rooms_watermaze"] == [31.1]
+    assert len(paper_results.table_b1_level_returns("experts")) == 30
+    with pytest.raises(ValueError, match="column"):
+        paper_results.table_b1_level_returns("A3C")

@@ -1,7 +1,8 @@
-"""Tests of `dmlab30.report` (Table 3 / Table B.1 with our results, facts 4.3 and 5.3).
+"""Tests of `dmlab30.report` (the paper's Table 3 / Table B.1 with our results).
 
-Expected numbers are computed by hand in the comments from the facts file's references and the
-paper's printed tables, not read back from the code. Runtime: about 3 s (one CLI subprocess).
+Expected numbers are computed by hand in the comments from the official release's `dmlab30.py`
+references and the paper's printed tables, not read back from the code. Runtime: about 3 s (one CLI
+subprocess).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from impala_tf.reports import common
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# Facts 4.3: HUMAN reference per test level (the release's values).
+# HUMAN reference per test level (the release's `dmlab30.py` values).
 HUMAN = {
     "rooms_collect_good_objects_test": 10,
     "rooms_exploit_deferred_effects_test": 85.65,
@@ -111,11 +112,11 @@ def test_markdown_rows_and_final_lines(tmp_path):
     lines = text.rstrip("\n").splitlines()
     assert lines[-1] == "Mean capped human-normalised score: 91.7%"
     assert lines[-2] == "Mean uncapped human-normalised score: 95.0%"
-    # Table 3: the paper's rows as printed (facts 5.3) plus ours.
+    # Table 3: the paper's rows as printed plus ours.
     assert cells(text, "IMPALA, deep, PBT") == ["IMPALA, deep, PBT", "49.4%"]
     assert cells(text, "A3C, deep") == ["A3C, deep", "23.8%"]
     assert cells(text, "ours") == ["ours", "91.7%"]
-    # Table B.1 row: human, random (facts 4.3), Experts 26.9 and IMPALA 31.1 (Table B.1), our mean
+    # Table B.1 row: human, random (release), Experts 26.9 and IMPALA 31.1 (Table B.1), our mean
     # return 103.935, 200 % and 103.935 - 31.1 = 72.835.
     assert cells(text, "rooms_watermaze") == [
         "rooms_watermaze", "54", "4.065", "26.9", "31.1", "103.9", "200.0%", "72.8",

@@ -1,4 +1,4 @@
-"""Tests of `impala_tf.evaluation`: `--mode=test` per-level evaluation (facts 1.1, 4.3, 6.6, 10).
+"""Tests of `impala_tf.evaluation`: `--mode=test` per-level evaluation (the release's `test`).
 
 Runtime: about 35 s on 2 CPU cores (TensorFlow import, a few agent traces, worker processes for
 toy tasks and one Atari game with a 40-frame cap).
@@ -17,7 +17,7 @@ import pytest
 import tensorflow as tf
 
 import dmlab30
-from impala_tf import atari57, configs, envs, evaluation, structures
+from impala_tf import atari57, configs, envs, evaluation, scores, structures
 from impala_tf.envs import toy
 from impala_tf.envs.base import StepStream
 from impala_tf.reports import common
@@ -270,44 +270,57 @@ def test_atari_pong_results_have_human_normalized_score(tmp_path, no_leaked_chil
     # No point is scored within 40 frames; with up to 30 no-op frames first, 3..10 agent steps.
     assert entry["returns"] == [0.0, 0.0, 0.0]
     assert all(4 * 3 <= f <= 40 and f % 4 == 0 for f in entry["episode_frames"])
-    # Facts 10: pong random -20.7, human 14.6.
+    # Pong references of the DQN line of work (`impala_tf.atari57`): random -20.7, human 14.6.
     assert entry["human_normalized_score"] == pytest.approx(100 * (0.0 + 20.7) / (14.6 + 20.7))
     written = common.load_results(str(tmp_path / "test_results.json"))
     assert written.returns["atari/pong"] == [0.0, 0.0, 0.0]
     assert results["summary"]["atari57"] is None  # One game is not the suite.
 
 
-# --- Suite summaries. --------------------------------------------------------------------------------
+# --- Suite summaries (computed by `impala_tf.scores`; their numbers in tests/test_scores.py). -----
 
 
-def test_dmlab30_summary_from_hand_made_returns():
-    # Every level at its human score (100 %), except rooms_watermaze at 300 % and
-    # language_select_described_object at the random score (0 %). Facts 4.3 references:
-    # rooms_watermaze human 54, random 4.065; language_select_described_object random -0.07.
-    returns = {level: [dmlab30.HUMAN_SCORES[level]] * 2 for level in dmlab30.TEST_LEVELS}
-    returns["rooms_watermaze"] = [4.065 + 3 * (54 - 4.065) - 1.0, 4.065 + 3 * (54 - 4.065) + 1.0]
-    returns["language_select_described_object"] = [-0.07]
-    summary = evaluation.summarize(returns)["dmlab30"]
-    assert summary["mean_uncapped_human_normalized_score"] == pytest.approx((28 * 100 + 300) / 30)
-    assert summary["mean_capped_human_normalized_score"] == pytest.approx((28 * 100 + 100) / 30)
-    assert evaluation.human_normalized_score("rooms_watermaze", 54.0) == pytest.approx(100.0)
-    # Training names count for their test names.
-    del returns["rooms_collect_good_objects_test"]
-    assert evaluation.summarize(returns)["dmlab30"] is None  # 29 levels: no suite score.
-    returns["rooms_collect_good_objects_train"] = [10.0]  # Facts 4.3: human 10 on the test level.
-    renamed = evaluation.summarize(returns)["dmlab30"]
-    assert renamed["mean_capped_human_normalized_score"] == pytest.approx((28 * 100 + 100) / 30)
-    lines = evaluation.summary_lines(evaluation.summarize(returns))
-    assert lines[0].startswith("DMLab-30 mean capped human-normalised score: 96.67%")
+def test_scores_are_those_of_impala_tf_scores():
+    assert evaluation.summarize is scores.summarize
+    assert evaluation.human_normalized_score is scores.human_normalized_score
 
 
-def test_atari57_summary_median_and_mean():
-    games = atari57.GAMES
-    assert len(games) == 57
-    returns = {f"atari/{g}": [atari57.HUMAN_SCORES[g]] for g in games}
-    returns["atari/pong"] = [14.6 + 2 * (14.6 + 20.7)]  # Facts 10: 300 % on pong.
-    summary = evaluation.summarize(returns)["atari57"]
-    assert summary["median_human_normalized_score"] == pytest.approx(100.0)
-    assert summary["mean_human_normalized_score"] == pytest.approx((56 * 100 + 300) / 57)
-    del returns["atari/zaxxon"]
-    assert evaluation.summarize(returns)["atari57"] is None
+def test_summary_lines_of_hand_made_dmlab30_and_atari57_returns():
+    # DMLab-30: every level at its human score (100 %), rooms_watermaze at 300 % (the release's
+    # references: human 54, random 4.065): capped (29 * 100 + 100) / 30 = 100 %, uncapped
+    # (29 * 100 + 300) / 30 = 106.67 %.
+    returns = {level: [dmlab30.HUMAN_SCORES[level]] for level in dmlab30.TEST_LEVELS}
+    returns["rooms_watermaze"] = [4.065 + 3 * (54 - 4.065)]
+    # Atari-57: every game at its human score, pong at 300 % (random -20.7, human 14.6): median
+    # 100 %, mean (56 * 100 + 300) / 57 = 103.51 % (video_pinball at human: same with random 0).
+    returns.update({f"atari/{g}": [atari57.HUMAN_SCORES[g]] for g in atari57.GAMES})
+    returns["atari/pong"] = [14.6 + 2 * (14.6 + 20.7)]
+    assert evaluation.summary_lines(evaluation.summarize(returns)) == [
+        "DMLab-30 mean capped human-normalised score: 100.00%",
+        "DMLab-30 mean uncapped human-normalised score: 106.67%",
+        "Atari-57 median human-normalised score: 100.00%",
+        "Atari-57 mean human-normalised score: 103.51%",
+        "Atari-57 mean human-normalised score (video_pinball random = 0, the paper's convention): "
+        "103.51%",
+    ]
+
+
+def test_test_mode_checks_its_output_path_before_evaluating(tmp_path, monkeypatch):
+    config = _toy_config("toy/catch")
+    _save_run(str(tmp_path), config)
+    evaluated = []
+    monkeypatch.setattr(
+        evaluation, "evaluate", lambda *a, **k: evaluated.append(1) or {"levels": {}}
+    )
+    with pytest.raises(IsADirectoryError, match="is a directory"):
+        evaluation.run_test_mode(config, str(tmp_path), output=str(tmp_path), progress=None)
+    with pytest.raises(OSError, match="cannot write results to /proc/nope/results.json"):
+        evaluation.run_test_mode(
+            config, str(tmp_path), output="/proc/nope/results.json", progress=None
+        )
+    assert not evaluated  # Refused before any evaluation.
+    results = evaluation.run_test_mode(
+        config, str(tmp_path), output=str(tmp_path / "out" / "r.json"), progress=None
+    )
+    assert evaluated and "checkpoint" in results
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["r.json"]  # No .tmp left.

@@ -208,3 +208,55 @@ def test_test_mode_on_an_atari_checkpoint_then_the_atari_report(tmp_path):
     assert report.returncode == 0, report.stderr
     assert "pong" in report.stdout
     assert "Median human-normalised score: n/a" in report.stdout
+
+
+@pytest.mark.timeout(240)
+def test_a_learner_port_in_use_is_one_clear_line_and_exit_2(tmp_path):
+    import socket
+
+    taken = socket.socket()
+    taken.bind(("0.0.0.0", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    try:
+        result = run(
+            "--job_name=learner",
+            "--task=0",
+            f"--learner_hosts=localhost:{port}",
+            f"--logdir={tmp_path}",
+            "--total_environment_frames=1000",
+            timeout=200,
+        )
+    finally:
+        taken.close()
+    assert result.returncode == 2, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and f"is port {port} in use" in errors[0], result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (("--batch_size=4096", "--unroll_length=5000"), "--batch_size=4096 x --unroll_length=5000"),
+        (("--num_actors=5000",), "5000 actors x 1 environments"),
+    ],
+)
+def test_a_run_that_cannot_fit_in_memory_is_refused_before_it_starts(tmp_path, flags, message):
+    result = run("--level_name=atari/pong", f"--logdir={tmp_path}", *flags, timeout=120)
+    assert result.returncode == 2, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "needs at least" in errors[0] and message in errors[0], errors
+    assert not (tmp_path / "logs").exists()  # Nothing was started.
+
+
+def test_memory_estimate_counts_the_batch_and_the_processes():
+    from impala_tf import builders, configs, envs
+
+    config = envs.complete_config(configs.from_preset("atari", {"learner": {"batch_size": 10}}))
+    estimate = builders.memory_estimate(config)
+    batch_frames = 10 * (20 + 1) * 84 * 84 * 4
+    assert estimate["learner"] >= 7 * batch_frames
+    assert estimate["actors"] >= 48 * 350 * 2**20
+    bigger = builders.memory_estimate(config.replace("learner", batch_size=20))
+    assert bigger["learner"] - estimate["learner"] == 7 * batch_frames

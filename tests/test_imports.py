@@ -74,8 +74,21 @@ def _is_type_checking(test: ast.expr) -> bool:
     )
 
 
+def _is_main_guard(test: ast.expr) -> bool:
+    """`__name__ == "__main__"`."""
+    return (
+        isinstance(test, ast.Compare)
+        and isinstance(test.left, ast.Name)
+        and test.left.id == "__name__"
+        and len(test.comparators) == 1
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value == "__main__"
+    )
+
+
 def _import_nodes(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
-    """All import statements of `tree` at any depth, except those under `if TYPE_CHECKING:`."""
+    """All import statements of `tree` at any depth, except those under `if TYPE_CHECKING:` and
+    `if __name__ == "__main__":`."""
     found: list[ast.Import | ast.ImportFrom] = []
 
     def visit(node: ast.AST) -> None:
@@ -85,6 +98,8 @@ def _import_nodes(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
             for child in node.orelse:
                 visit(child)
             return
+        if isinstance(node, ast.If) and _is_main_guard(node.test):
+            return  # Runs only when the module is the program, never when it is imported.
         for child in ast.iter_child_nodes(node):
             visit(child)
 
@@ -196,6 +211,8 @@ def test_graph_reads_the_imports_we_rely_on():
     assert "impala_tf.scores" in graph["impala_tf.bookkeeping"]  # A function-level import.
     assert {"impala_tf.reports.common", "impala_tf.scores"} <= graph["dmlab30.report"]
     assert {"dmlab30", "dmlab30.levels", "impala_tf.atari57"} <= graph["impala_tf.scores"]
+    assert "impala_tf" not in graph["impala_tf.scores"]  # Its own package is not an edge.
+    assert "impala_tf" in graph["dmlab30.report"]  # Another package's `__init__` is.
     assert "dmlab30.levels" in graph["dmlab30"]
     assert graph["dmlab30.levels"] == set()
     assert graph["impala_tf.atari57"] == set()
@@ -232,7 +249,12 @@ def test_layering_of_scores_data_and_reports():
     for data in ("dmlab30", "dmlab30.levels", "dmlab30.paper_results", "impala_tf.atari57"):
         assert reaches(data) <= {"dmlab30", "dmlab30.levels", "dmlab30.paper_results"}, data
     # The scoring module sits on the data only.
-    assert reaches("impala_tf.scores") == {"dmlab30", "dmlab30.levels", "impala_tf.atari57"}
+    assert reaches("impala_tf.scores") == {
+        "dmlab30",
+        "dmlab30.levels",
+        "dmlab30.paper_results",
+        "impala_tf.atari57",
+    }
     # No library module (nor a report of impala_tf) reaches the DMLab-30 report script.
     for module in graph:
         if module != "dmlab30.report":

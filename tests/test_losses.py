@@ -1,4 +1,4 @@
-"""Tests of `impala_tf.losses`: values and gradients against closed forms (facts 2.4, 2.5).
+"""Tests of `impala_tf.losses`: values and gradients against closed forms (paper section 4.2).
 
 Runtime: about 2 s.
 """

@@ -1,7 +1,8 @@
-"""Tests of `impala_tf.networks`: the paper's agents (facts 1.1-1.5, 2.3, 8.4, 8.6, 8.7).
+"""Tests of `impala_tf.networks`: the paper's agents (section 5, Figure 3; the release's `Agent`).
 
 Parameter counts are derived by hand below from the layer specifications of the paper and the
-release (facts 1.1-1.3), not read back from the code. Runtime: about 20-30 s on 2 loaded CPU cores.
+release's `experiment.py`, not read back from the code. Runtime: about 20-30 s on 2 loaded CPU
+cores.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ def num_params(module) -> int:
 
 
 # ---------------------------------------------------------------------------------------------
-# Hand-derived parameter counts (facts 1.1-1.3).
+# Hand-derived parameter counts (paper Figure 3; the release's `Agent._torso`, `_instruction`).
 
 
 def conv(k, c_in, c_out):
@@ -86,7 +87,7 @@ def resnet_convs(c_in):
     return total
 
 
-LANGUAGE = 1000 * 20 + lstm(20, 64)  # Embed(1000, 20) + LSTM-64 (facts 1.3).
+LANGUAGE = 1000 * 20 + lstm(20, 64)  # Embed(1000, 20) + LSTM-64 (release `Agent._instruction`).
 
 
 def test_param_count_deep_dmlab_with_instruction():
@@ -111,7 +112,7 @@ def test_param_count_deep_dmlab_with_instruction():
 
 
 def test_param_count_shallow_dmlab_with_instruction():
-    # VALID: 72x96 -> 17x23 (8x8/4) -> 7x10 (4x4/2): 7*10*32 = 2240 features (facts 1.2).
+    # VALID: 72x96 -> 17x23 (8x8/4) -> 7x10 (4x4/2): 7*10*32 = 2240 features (reconstruction).
     expected = (
         conv(8, 3, 16)
         + conv(4, 16, 32)
@@ -202,7 +203,7 @@ def test_torso_feature_sizes():
     frames = rng.integers(0, 256, size=(2,) + DMLAB, dtype=np.uint8)
     assert networks.ResNetTorso()(frames).shape == (2, 256)
     assert networks.ShallowTorso()(frames).shape == (2, 256)
-    # The FC layer's input size is the flattened feature map (facts 1.1, 1.2).
+    # The FC layer's input size is the flattened feature map.
     deep, shallow = networks.ResNetTorso(), networks.ShallowTorso()
     deep(frames)
     shallow(frames)
@@ -324,7 +325,7 @@ def test_last_action_is_an_input():
 
 
 # ---------------------------------------------------------------------------------------------
-# Instruction encoder (facts 1.3).
+# Instruction encoder (release `Agent._instruction`).
 
 
 def test_instruction_encoder():
@@ -366,7 +367,7 @@ def test_instruction_changes_agent_output():
 
 
 # ---------------------------------------------------------------------------------------------
-# LSTM semantics and initialisation (facts 1.5).
+# LSTM semantics and initialisation (TF1 `LSTMBlockCell`, Sonnet defaults; docs/networks.md).
 
 
 def test_block_lstm_forget_bias_added_at_run_time():

@@ -1,7 +1,10 @@
-"""Tests of `impala_tf.reports`: results loading, Markdown / CSV rendering, the Atari-57 tables
-(facts 5.4, 10), learning curves (facts 6.5), bar charts and the throughput table (facts 5.1).
+"""Tests of `impala_tf.reports`: results loading, Markdown / CSV rendering, the Atari-57 tables (the
+paper's Tables 4 and C.1), learning curves (the release learner's training scores), bar charts and the
+throughput table (the paper's Table 1).
 
-Expected numbers are computed by hand in the comments from the facts file, not read from the code.
+Expected numbers are computed by hand in the comments from the published reference scores (the
+release's `dmlab30.py`; the DQN line of work for Atari) and the paper's tables, not read from the
+code.
 Runtime: about 6 s (matplotlib figures, two CLI subprocesses).
 """
 
@@ -107,7 +110,7 @@ def test_markdown_and_csv_rendering():
 # ---------------------------------------------------------------------------------------------------
 # Atari-57 (Table 4, Table C.1).
 
-# Facts 10 references of the three games chosen below: (random, human).
+# Published references (DQN line of work) of the three games chosen below: (random, human).
 PONG = (-20.7, 14.6)
 BREAKOUT = (1.7, 30.5)
 VIDEO_PINBALL = (16256.9, 17667.9)
@@ -118,7 +121,7 @@ def made_up_atari() -> dict[str, dict[str, list[float]]]:
 
     - pong: returns 20 and 22, mean 21.0 -> (21 + 20.7) / 35.3 = 118.13 %.
     - breakout: 1.7 (its random score) -> 0 %.
-    - video_pinball: 30366.9 = 16256.9 + 10 * 1411 -> 1000 % with the facts-10 references, and
+    - video_pinball: 30366.9 = 16256.9 + 10 * 1411 -> 1000 % with the published references, and
       30366.9 / 17667.9 = 171.88 % with random = 0 (the paper's convention for the mean).
     - of the other 54 games (alphabetical), the first 27 score their random score (0 %) and the last 27
       score random + 2 * (human - random) (200 %): these hold whatever the reference values are.
@@ -160,7 +163,7 @@ def test_atari_report_full(tmp_path):
         "Mean human-normalised score: 99.8%",
     ]
     assert lines[-3] == "Mean human-normalised score with video_pinball random = 16256.9: 114.4%"
-    # Table 4 as printed (facts 5.4) plus ours.
+    # The paper's Table 4 as printed plus ours.
     assert cells(text, "IMPALA, deep, multi-task")[:3] == [
         "IMPALA, deep, multi-task",
         "59.7%",
@@ -256,7 +259,7 @@ def test_returns_figure_per_level(tmp_path):
 def dmlab30_log_rows():
     """Two windows over the 30 levels (training names), every level at its human score (100 %,
     whatever the reference values) except, in window 2, rooms_watermaze with two episodes 100.0 and
-    107.87 (mean 103.935 = 4.065 + 2 * 49.935 = 200 %, facts 4.3 references).
+    107.87 (mean 103.935 = 4.065 + 2 * 49.935 = 200 %, the release's references).
     Window 1 closes at frame 3000: capped 100, uncapped 100. Window 2 closes at frame 6100:
     capped (29 * 100 + 100) / 30 = 100, uncapped (29 * 100 + 200) / 30 = 103.33."""
     from dmlab30 import levels
@@ -387,7 +390,7 @@ def benchmark() -> dict:
 
 def test_throughput_table(tmp_path):
     text = throughput.build_report(benchmark()).render("markdown")
-    # Paper rows (facts 5.1), in thousands of frames/s.
+    # The paper's Table 1 rows, in thousands of frames/s.
     assert cells(text, "single-machine")[1:] == ["A3C 32 workers", "64", "0", "6.5", "9.0"]
     distributed = [line for line in text.splitlines() if line.startswith("| distributed")]
     assert [c.strip() for c in distributed[-1].strip("|").split("|")] == [
@@ -422,3 +425,31 @@ def test_throughput_validation():
     with pytest.raises(throughput.BenchmarkError, match="cpus"):
         throughput.build_report(data)
     assert throughput.paper_row("Batched A2C (sync step)", 1).task_1 == 13_000
+
+
+def test_training_curves_from_the_learners_summaries(tmp_path):
+    import tensorflow as tf
+
+    write_episodes(tmp_path, [(100, "atari/pong", -21.0), (200, "atari/pong", -20.0)])
+    writer = tf.summary.create_file_writer(str(tmp_path))
+    with writer.as_default():
+        for frames, entropy in ((1000, 1.79), (2000, 1.5), (3000, 1.2)):
+            tf.summary.scalar("policy_entropy", entropy, step=frames)
+            tf.summary.scalar("policy_lag_updates", 4.0, step=frames)
+            tf.summary.scalar("pg_logits_gradient_norm", 6.0, step=frames)
+            tf.summary.scalar("entropy_logits_gradient_norm", 0.02, step=frames)
+    writer.flush()
+    scalars = curves.load_scalars(str(tmp_path))
+    assert [f for f, _ in scalars["policy_entropy"]] == [1000, 2000, 3000]
+    assert [v for _, v in scalars["policy_entropy"]] == pytest.approx([1.79, 1.5, 1.2])
+    figure = curves.plot_training(scalars)
+    titles = [ax.get_title() for ax in figure.axes]
+    assert titles == [
+        "policy entropy (nats)",
+        "policy lag (updates)",
+        "gradient norms at the logits / values",
+    ]
+    assert len(figure.axes[2].get_lines()) == 2  # One line per loss term present.
+    paths = curves.write_curves(str(tmp_path))
+    assert sorted(os.path.basename(p) for p in paths) == ["returns.png", "training.png"]
+    assert curves.plot_training({}) is None

@@ -1,5 +1,6 @@
-"""Tests of `impala_tf.transport`: cluster parsing, the learner-hosted queue and parameter store,
-robustness (late/dying actors, unreachable and restarting learners, closing), and several learners.
+"""Tests of `impala_tf.transport`: the learner-hosted queue and parameter store, robustness
+(late/dying actors, unreachable and restarting learners, closing), and several learners. Cluster
+parsing is tested in tests/test_cluster.py.
 
 Integration tests run real `tf.distribute.Server`s on loopback; helper processes are this file run as
 a script (`python tests/test_transport.py <role> <json>`), killed in `finally`. Runtime: about 60-90 s
@@ -165,80 +166,6 @@ def tf_module():
     import tensorflow as tf
 
     return tf
-
-
-# ----------------------------------------------------------------------------------------------
-# Cluster configuration (no TensorFlow servers).
-
-
-@pytest.mark.timeout(30)
-def test_cluster_from_flags_and_round_robin():
-    cluster = cluster_lib.cluster_from_flags("h0:8000, h1:8000", "a:9001,a:9002,a:9003")
-    assert cluster.learner_hosts == ("h0:8000", "h1:8000")
-    assert cluster.actor_hosts == ("a:9001", "a:9002", "a:9003")
-    assert cluster.learner_target(1) == "grpc://h1:8000"
-    assert [cluster.learner_for_actor(i) for i in range(5)] == [0, 1, 0, 1, 0]
-    assert cluster_lib.cluster_from_flags("[::1]:8000").learner_hosts == ("[::1]:8000",)
-    assert cluster_lib.cluster_from_flags("h:1").actor_hosts == ()
-
-
-@pytest.mark.timeout(30)
-@pytest.mark.parametrize(
-    "learners, actors, message",
-    [
-        ("", "", "at least one learner"),
-        ("host", "", "malformed address"),
-        ("host:", "", "malformed address"),
-        ("a:b:c", "", "malformed address"),
-        ("h:0", "", "bad port"),
-        ("h:70000", "", "bad port"),
-        ("h:http", "", "bad port"),
-        ("h:1,h:1", "", "duplicate address h:1"),
-        ("h:1", "h:1", "duplicate address h:1"),
-    ],
-)
-def test_cluster_validation_errors(learners, actors, message):
-    with pytest.raises(ValueError, match=message):
-        cluster_lib.cluster_from_flags(learners, actors)
-
-
-@pytest.mark.timeout(30)
-def test_cluster_from_json_spec_and_tf_config():
-    spec = {"learner": ["l:1", "l:2"], "actor": ["a:1"], "collective": ["c:1", "c:2"]}
-    cluster, job, index = cluster_lib.cluster_from_json(json.dumps(spec))
-    assert (job, index) == (None, None)
-    assert cluster.collective_hosts == ("c:1", "c:2")
-    tf_config = {"cluster": spec, "task": {"type": "learner", "index": 1}}
-    assert cluster_lib.cluster_from_json(json.dumps(tf_config)) == (cluster, "learner", 1)
-    # Round trip through ClusterConfig.tf_config.
-    assert cluster_lib.cluster_from_json(cluster.tf_config("actor", 0)) == (cluster, "actor", 0)
-    # Actors need not be listed: any non-negative actor index is accepted then.
-    bare = {"cluster": {"learner": ["l:1"]}, "task": {"type": "actor", "index": 7}}
-    assert cluster_lib.cluster_from_json(json.dumps(bare))[1:] == ("actor", 7)
-
-    def error(data):
-        with pytest.raises(ValueError) as info:
-            cluster_lib.cluster_from_json(json.dumps(data) if not isinstance(data, str) else data)
-        return str(info.value)
-
-    assert "unknown job names ['worker']" in error({"learner": ["l:1"], "worker": ["w:1"]})
-    assert "unknown task type 'ps'" in error({"cluster": spec, "task": {"type": "ps", "index": 0}})
-    out_of_range = error({"cluster": spec, "task": {"type": "learner", "index": 2}})
-    assert "out of range" in out_of_range and "learner" in out_of_range
-    assert "out of range" in error({"cluster": spec, "task": {"type": "actor", "index": 1}})
-    assert "at least one learner" in error({"actor": ["a:1"]})
-    assert "one per learner" in error({"learner": ["l:1"], "collective": ["c:1", "c:2"]})
-    assert "does not parse" in error("{not json")
-
-
-@pytest.mark.timeout(30)
-def test_local_cluster_ports_are_distinct():
-    cluster = cluster_lib.local_cluster(2, 3)
-    hosts = cluster.learner_hosts + cluster.actor_hosts + cluster.collective_hosts
-    assert len(cluster.learner_hosts) == 2 and len(cluster.actor_hosts) == 3
-    assert len(cluster.collective_hosts) == 2
-    assert len(set(hosts)) == 7 and all(h.startswith("localhost:") for h in hosts)
-    assert cluster_lib.local_cluster(1).collective_hosts == ()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -524,8 +451,8 @@ def test_two_actor_processes_feed_one_learner(learner):
         for actor_id in range(2):
             indices = [int(x["index"]) for x in received if int(x["actor_id"]) == actor_id]
             assert indices == sorted(indices)
-        # Batches usually mix the actors (capacity 1, facts 6.1), but the interleaving depends on
-        # scheduling, so it is not asserted here.
+        # Batches usually mix the actors (capacity 1, as the release's `tf.FIFOQueue`), but the
+        # interleaving depends on scheduling, so it is not asserted here.
     finally:
         kill_all(children)
 

@@ -1,4 +1,4 @@
-"""Tests of `impala_tf.vtrace` against the paper's definition (section 4.1; facts 2.1, 2.2, 2.6).
+"""Tests of `impala_tf.vtrace` against the paper's definition (section 4.1) and the release's tests.
 
 The ground truth is the explicit double sum of equation (1), written here in numpy, not the backward
 recursion the module uses. Runtime: about 10 s on 2 CPU cores (mostly tf.function/XLA tracing).
@@ -50,7 +50,7 @@ def _ground_truth(
 
 
 def _release_test_inputs(batch_size: int, num_steps: int = 5):
-    """The release test's inputs (facts 2.6): rho spans ~[0.08, 12.2) and crosses the thresholds."""
+    """The release's `vtrace_test.py` inputs: rho spans ~[0.08, 12.2) and crosses the thresholds."""
     log_rhos = np.linspace(-2.5, 2.5, num_steps * batch_size, endpoint=False)
     log_rhos = log_rhos.reshape(num_steps, batch_size).astype(np.float32)
     discounts = np.array(

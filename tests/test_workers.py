@@ -1,4 +1,4 @@
-"""Tests of `impala_tf.envs.workers`: environments in worker processes (facts 6.1, 6.2, 6.4).
+"""Tests of `impala_tf.envs.workers`: environments in worker processes (release `py_process.py`).
 
 Runtime: about 13 s on 2 shared CPU cores (one test starts a parent process that imports
 TensorFlow, about 5 s).

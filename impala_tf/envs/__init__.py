@@ -1,4 +1,4 @@
-"""Environments by level name: DeepMind Lab, Atari-57 and toy tasks (facts 1.4, 3.4, 4).
+"""Environments by level name: DeepMind Lab, Atari-57 and toy tasks (paper Tables D.3 and G.1).
 
 Level names:
 - `toy/<task>`: numpy tasks for tests and laptops (`impala_tf.envs.toy`).

@@ -1,46 +1,16 @@
-"""Atari-57 through ale-py with the paper's preprocessing (facts 1.4, 3.4, 10; Table G.1).
+"""Atari-57 through ale-py with the paper's preprocessing (paper appendix G, Table G.1).
 
-Each agent step of `AtariEnvironment`:
+Each agent step of `AtariEnvironment` repeats the action 4 times summing the raw rewards (clipping
+is the learner's job), max-pools the last two raw frames, resizes the greyscale screen to 84x84 by
+area averaging and pushes it on a stack of 4 frames: observations are uint8 `[84, 84, 4]`.
 
-1. repeats the chosen action for `config.num_action_repeats` (4) emulator frames and sums the raw
-   rewards (clipping is the learner's job, facts 2.5); the repeat stops early at game over or at the
-   frame cap;
-2. max-pools the last two raw frames (pixel-wise maximum of ALE's greyscale screens, which removes the
-   flicker of sprites drawn on alternate frames);
-3. resizes the pooled 210x160 greyscale screen to 84x84 by area averaging (`area_resize`, the same
-   weights as OpenCV's `INTER_AREA`, used by the standard DQN pipeline; implemented in numpy so the
-   environment needs no OpenCV);
-4. pushes it on a stack of the last 4 processed frames: the observation frame is uint8 `[84, 84, 4]`,
-   newest frame last. The first observation of an episode repeats its frame 4 times.
+Training episodes end when a life is lost (the game goes on at the next `reset()`); evaluation
+(`is_test=True`) plays whole games, each starting with up to 30 random no-ops (paper Tables 4 and
+C.1). Every game is cut at 108,000 emulator frames. `game_over()`, `game_return` and `game_frames`
+give per-game statistics when episodes are lives.
 
-Episodes (facts 1.4):
-
-- Training (`is_test=False`): losing a life ends the episode (`done=True`), but the emulator is not
-  reset: the next `reset()` continues the same game from the current state (like the standard
-  EpisodicLife wrapper; unlike its Gym version this takes no extra no-op step, so no reward is
-  dropped). Otherwise (after a game over, at the frame cap, or mid-episode) `reset()` starts a new
-  game. The first observation of every episode repeats its current processed frame 4 times.
-- Evaluation (`is_test=True`): a life loss does not end the episode; each game starts with a uniform
-  random number in `[1, config.atari_noop_max]` of no-op frames (one raw emulator frame each, as the
-  no-op starts of the DQN / Gym pipelines that IMPALA's Atari fork used).
-- Both: a game is cut after `config.atari_max_episode_frames` (108,000) emulator frames, counted from
-  the game's start and including no-op frames (30 minutes at 60 Hz, facts 10).
-
-Game statistics when life loss ends training episodes: `StepStream` counts returns per `done`, i.e.
-per life. To log per-game returns the runtime can ask `game_over()` after a `done` (True only when the
-whole game ended, always True in evaluation) and read `game_return` / `game_frames`, which accumulate
-over the lives of the current game.
-
-Settings of the paper's era, documented choices:
-- `repeat_action_probability=0`: no sticky actions (they were introduced after IMPALA); the emulator
-  is deterministic given its seed, the no-op starts randomise evaluation.
-- No FIRE-on-reset: Table G.1 does not list it; the agent learns to press FIRE.
-- Action sets: the game's minimal set for the per-game experts, the full 18 actions when
-  `config.atari_full_action_set` (the multi-task agent).
-- ALE's `random_seed` is `seed` (mod 2^31); the no-op counts come from a numpy generator seeded the
-  same way.
-
-This module imports numpy and ale_py only (never TensorFlow).
+See docs/atari.md for the details and the settings the paper leaves open. This module imports
+numpy and ale_py only (never TensorFlow).
 """
 
 from __future__ import annotations
@@ -60,7 +30,7 @@ MAX_POOL_FRAMES = 2  # Table G.1: max-pool over the last 2 action-repeat frames.
 NUM_FULL_ACTIONS = 18
 SUITE_NAME = "atari57"
 
-# Level name `atari/<game>` -> ale-py ROM id. The snake_case names of facts 10 are ale-py's ids.
+# Level name `atari/<game>` -> ale-py ROM id (the names in `atari57.GAMES` are ale-py's ids).
 ROM_IDS: dict[str, str] = {f"atari/{game}": game for game in atari57.GAMES}
 
 

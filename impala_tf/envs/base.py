@@ -2,9 +2,10 @@
 
 Every environment (DeepMind Lab, Atari, the toy tasks) implements `Environment`: a plain episodic
 environment whose `step` already applies the action repeat (DMLab's `num_steps=4`, Atari's 4-frame
-skip) and sums the rewards. `StepStream` adds what the release's `FlowEnvironment` did (facts 4.2): the
-first output has `done=True`, episodes reset automatically inside `step` so the returned observation is
-the first one of the next episode, and episode statistics (raw return, agent steps) ride along.
+skip) and sums the rewards. `StepStream` adds what the release's `FlowEnvironment` and
+`PyProcessDmLab` (`environments.py`) did: the first output has `done=True`, episodes reset
+automatically inside `step` so the returned observation is the first one of the next episode, and
+episode statistics (raw return, agent steps) ride along.
 
 Environment modules import numpy only (never TensorFlow): they run in worker processes.
 """

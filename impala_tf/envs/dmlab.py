@@ -1,23 +1,26 @@
-"""DeepMind Lab environments: single levels and the DMLab-30 suite (facts 1.4, 4.1, 4.2, 6.6, 8.8).
+"""DeepMind Lab environments: single levels and the DMLab-30 suite (paper appendix D, Table D.3).
 
-The adapter does what the official release's `environments.PyProcessDmLab` did:
+The adapter does what the official release's `environments.PyProcessDmLab` and
+`experiment.create_environment` did:
 
 - level names in `dmlab30.ALL_LEVELS` load `contributed/dmlab30/<name>`; other names load as given
   (`seekavoid_arena_01`); `dmlab30` is the suite (30 training names, or the 30 test names in test mode);
 - `deepmind_lab.Lab(level, ["RGB_INTERLEAVED", "INSTR"], config, level_cache=...)` with every config
   value a string: `width`, `height` (96 x 72, Table D.3), `datasetPath` (the Brady/Konkle/Oliva 2008
   images needed by the psychlab levels), `logLevel="WARN"`, and in test mode
-  `allowHoldOutLevels="true"` and `mixerSeed=str(0x600D5EED)` (facts 4.2, 6.6);
+  `allowHoldOutLevels="true"` and `mixerSeed=str(0x600D5EED)` (see DMLab's
+  `docs/users/python_api.md`);
 - each reset draws `seed=rs.randint(0, 2**31 - 1)` from the environment's own
   `np.random.RandomState(seed)` (actor i used seed i + 1, test environments seed 1);
 - an agent step is `lab.step(action, num_steps=config.num_action_repeats)` (4 frames, rewards summed by
-  DMLab) with the paper's 9-action set (Table D.2, facts 4.1) as `np.intc` 7-vectors;
+  DMLab) with the paper's 9-action set (Table D.2) as `np.intc` 7-vectors;
   `done = not lab.is_running()`; auto-reset is `impala_tf.envs.base.StepStream`'s job;
 - observations are the RGB frame `[H, W, 3]` uint8 (no grey-scaling, no stacking) and the `INSTR`
   string as bytes.
 
 An optional level cache (`EnvConfig.level_cache_dir`) implements DMLab's `fetch` / `write` protocol
-(facts 4.2; the release defined one but never wired it in; the MD5 directory layout follows SEED RL).
+(DMLab's `docs/users/python_api.md`; the release's `environments.LocalLevelCache` was defined but
+never wired in; the MD5 directory layout follows SEED RL).
 
 `deepmind_lab` is not on PyPI; it is imported lazily, only when a `DmLabEnvironment` is built, and a
 failed import raises `DeepMindLabNotInstalledError` with build instructions. Everything else here (specs,
@@ -44,9 +47,9 @@ _log = logging.getLogger(__name__)
 
 SUITE_NAME = "dmlab30"
 
-# The paper's 9 actions (Table D.2; the release's DEFAULT_ACTION_SET, facts 4.1), as DMLab native
-# 7-vectors: (look left/right px, look down/up px, strafe left/right, move back/forward, fire, jump,
-# crouch).
+# The paper's 9 actions (Table D.2; the release's `environments.DEFAULT_ACTION_SET`), as DMLab
+# native 7-vectors: (look left/right px, look down/up px, strafe left/right, move back/forward,
+# fire, jump, crouch).
 DEFAULT_ACTION_SET: tuple[tuple[int, ...], ...] = (
     (0, 0, 0, 1, 0, 0, 0),  # Forward
     (0, 0, 0, -1, 0, 0, 0),  # Backward
@@ -60,7 +63,7 @@ DEFAULT_ACTION_SET: tuple[tuple[int, ...], ...] = (
 )
 
 OBSERVATION_NAMES = ("RGB_INTERLEAVED", "INSTR")
-# Test-mode seed mixer of the release (facts 4.2, 6.6); DMLab takes it as a decimal string.
+# Test-mode seed mixer of the release (`experiment.create_environment`), as a decimal string.
 TEST_MIXER_SEED = 0x600D5EED
 # Upper bound (exclusive) of the per-reset seeds, as in the release.
 MAX_RESET_SEED = 2**31 - 1
@@ -125,7 +128,7 @@ def environment_spec(level_name: str, config: EnvConfig) -> tuple[structures.Obs
 
 
 def lab_config(config: EnvConfig, is_test: bool) -> dict[str, str]:
-    """The `config` dict passed to `deepmind_lab.Lab` (all values strings, facts 4.2)."""
+    """The `config` dict passed to `deepmind_lab.Lab` (all values strings, as in the release)."""
     settings: dict[str, Any] = {
         "width": config.width,
         "height": config.height,
@@ -182,7 +185,7 @@ class LevelCache:
 
 
 class DmLabEnvironment(Environment):
-    """One DeepMind Lab level with the paper's action set, action repeat and seeding (facts 4.2).
+    """One DeepMind Lab level with the release's action set, action repeat and seeding.
 
     Args:
       level_name: a DMLab-30 name (training or test) or any DMLab level script path.

@@ -1,35 +1,18 @@
 """Small numpy tasks with image observations, for tests, learning checks and laptop smoke runs.
 
-Not from the paper: they let the whole IMPALA system (facts sections 1-2 agents, V-trace, the actor /
-learner runtime) be trained to a known return in seconds on a CPU. Observations are like DMLab's
-(facts 1.4): uint8 RGB frames `[24, 24, 3]` and an empty instruction `b""`. 24x24 is the smallest
-size on which the shallow torso's VALID convolutions (8x8 stride 4, then 4x4 stride 2) still produce
-a 1x1 output; the deep ResNet torso (SAME padding) accepts any size.
+Not from the paper: they let the whole IMPALA system (agents, V-trace, the actor / learner runtime)
+be trained to a known return in seconds on a CPU. Observations are shaped like DMLab's (paper
+Table D.3): uint8 RGB frames `[24, 24, 3]` and an empty instruction `b""`. Toy tasks ignore
+`config.num_action_repeats`: one agent step is one frame.
 
-Toy tasks ignore `config.num_action_repeats`: `num_action_repeats = 1`, one agent step is one frame,
-so frame counts equal step counts.
+Levels (optimal / random expected return):
 
-Levels:
+- `toy/catch`: catch a falling ball with a paddle; +1 / -2/3.
+- `toy/memory_corridor`: remember a colour cue shown only at the start, turn the matching way at the
+  end of a corridor; +1 / 0, and exactly 0 for any memoryless policy.
+- `toy/bandit`: a contextual bandit, the frame's colour tells which action pays; 1 / 1/3.
 
-- `toy/catch` (3 actions: 0 left, 1 stay, 2 right). A ball falls from a random column of a 12x6
-  grid (rows x columns; each cell 2x4 pixels), one row per step; the paddle starts in column index 3
-  (of 0-5) of the bottom row. After 11 steps the ball reaches the bottom row and the episode ends
-  with +1 if the paddle is under it, else -1. Every episode lasts 11 steps. Optimal return: +1 (the
-  paddle is at most 3 columns away and has 11 moves). Uniformly random play (indeed any policy that
-  ignores the ball): the ball's column is uniform and independent of the paddle, so the catch
-  probability is exactly 1/6 and the expected return 2/6 - 1 = -2/3.
-- `toy/memory_corridor` (3 actions: 0 left, 1 right, 2 forward). The first observation shows a red
-  or green cue (chosen at random); every later observation is the same for both cues. Forward moves
-  one cell along a corridor of 5 cells to a junction; left and right bump into the corridor wall and do
-  nothing. At the junction, left or right ends the episode: +1 if it matches the cue (red -> left,
-  green -> right), -1 otherwise; forward waits. Episodes are cut at 28 steps with reward 0. Optimal
-  return +1 in 7 steps (6 forwards, 1 turn). Random play: expected return 0 (the cue is independent
-  of the random actions). Memoryless policies: expected return exactly 0, even when the agent is also
-  fed its last action and last reward (as the paper's agents are, facts 1.1): the junction can only
-  be entered by a forward, so the junction's observation, last action (forward) and last reward (0)
-  do not depend on the cue; only a memory (the LSTM) can exceed 0.
-- `toy/bandit` (3 actions). A contextual bandit: the frame is filled with red, green or blue (at
-  random); action i pays +1 for colour i, else 0; one step per episode. Optimal return 1, random 1/3.
+See docs/toy_tasks.md for the rules and the derivation of those returns.
 """
 
 from __future__ import annotations

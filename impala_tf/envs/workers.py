@@ -1,52 +1,17 @@
-"""Environment worker processes: each environment steps in its own process (facts 6.1, 6.2, 6.4).
+"""Environment worker processes: each environment steps in its own process.
 
-The official release ran every environment in a separate Python process (`py_process`, facts 6.2)
-so that stepping happens outside the GIL of the process that runs the agent, and shuttled
-`initial()` / `step(action)` calls over a `multiprocessing.Pipe`; child exceptions were re-raised in
-the parent. This module is the TF2 equivalent without the graph plumbing:
+The TF2 counterpart of the official release's `py_process.py`, which ran every environment in a
+separate Python process to keep stepping outside the agent process's GIL (paper section 3: actors
+run environments and send trajectories to the learner).
 
-- `EnvWorker` runs one `StepStream` (auto-reset and episode statistics, facts 4.2) in a child
-  process and answers `initial()` / `step(action)`; the asynchronous pairs `send_step` / `receive`
-  let a batch of workers step in parallel.
+- `EnvWorker` runs one `StepStream` (auto-reset and episode statistics) in a child process and
+  answers `initial()` / `step(action)`; the asynchronous pairs `send_step` / `receive` let a batch
+  of workers step in parallel.
 - `BatchedEnvironment` steps the E environments of one actor as a batch: it sends all actions, then
-  receives all outputs, and returns a `StepOutput` with a leading `[E]` dimension (the actor loop of
-  facts 6.4, with E environments per actor for batched inference).
+  receives all outputs, and returns a `StepOutput` with a leading `[E]` dimension. A worker that
+  raises, dies or hangs is reported as `EnvWorkerError` or replaced (with `done=True` in its slot).
 
-Process model
--------------
-Children are started with *spawn semantics* (a fresh interpreter via fork+exec, never a bare fork:
-the parent may have TensorFlow and its thread pools loaded). They are launched with `subprocess`
-rather than `multiprocessing.get_context("spawn").Process`, because multiprocessing's spawn re-imports
-the parent's `__main__` module in every child, and the training entry point imports TensorFlow at
-module level: each environment process would then load TensorFlow (seconds and hundreds of MB each).
-Here a child imports only `impala_tf.envs.workers` (numpy, no TensorFlow), the module that defines the
-factory, and the environment's own dependencies. The parent's `sys.path` is sent to the child first,
-so factories defined in scripts or test modules can be unpickled there.
-
-The parent and child talk over a Unix socket pair (`multiprocessing.connection.Connection`), one
-pickle (protocol 5) per direction per call. The child ignores SIGINT (the parent shuts it down) and
-exits when the pipe reaches EOF or its parent process changes, so a parent killed with SIGKILL leaves
-no orphans. `close()` asks children to exit, then terminates and finally kills them, and always reaps
-them; a `weakref.finalize` (run at interpreter exit too) does the same for workers never closed.
-
-Failures
---------
-- A Python exception inside the environment is sent back and raised in the parent as
-  `EnvWorkerError`, whose message carries the original exception type, text and the child's
-  formatted traceback. The child keeps serving afterwards.
-- A worker that dies (killed, segfault, pipe EOF) is replaced by `BatchedEnvironment`: a fresh worker
-  is started from the same factory and that slot of the batch returns the new worker's `initial()`
-  output, with `done=True`, so the agent resets its core state there. The unfinished episode is
-  dropped and its statistics are lost (no `EpisodeRecord` is produced for it). If the factory has a
-  `for_restart(restart_index)` method (`EnvFactory` does), the replacement is built from
-  `factory.for_restart(n)`, which offsets the seed, so the new worker does not replay the episodes of
-  the first one; plain callables are reused as they are.
-- A slot that fails `max_consecutive_failures` times in a row (dies, or fails to start, with no
-  successful step in between) raises `EnvWorkerError` instead of restarting forever; e.g. a factory
-  that always raises at construction is tried exactly that many times.
-- A call that does not answer within `step_timeout` seconds raises `EnvWorkerError`: the hung worker
-  is killed and replaced first, and the error's `partial_output` holds the batch's `StepOutput` in
-  which that slot carries the replacement's `initial()` (so an actor may catch it and continue).
+See docs/workers.md for the process model and the failure model.
 """
 
 from __future__ import annotations
@@ -146,7 +111,7 @@ class EnvFactory:
     Attributes:
       level_name: a single level (not a suite name), e.g. `toy/memory_corridor`, `atari/pong`.
       config: the `EnvConfig`.
-      seed: the environment's seed (the release used actor index + 1; facts 4.2).
+      seed: the environment's seed (the release used actor index + 1, `experiment.train`).
       is_test: evaluation settings.
     """
 

@@ -1,16 +1,20 @@
 """Paper-table reproduction scripts and plots (paper Tables 1, 3, 4, B.1, C.1; Figs. 4, 5 style).
 
-Scripts (each a `main` with argparse; pure Python + matplotlib, no TensorFlow):
+Scripts (each a `main` with argparse; Python + matplotlib, TensorFlow only where `curves` reads the
+episode log through `impala_tf.bookkeeping`):
 
-- `python -m dmlab30.report RESULTS.json [...]`: Table 3 and Table B.1 next to our evaluation
-  (facts 4.3, 5.3).
-- `python -m impala_tf.reports.atari57 RESULTS.json [...]`: Table 4 and Table C.1 (facts 5.4, 10).
-- `python -m impala_tf.reports.curves LOGDIR`: learning curves from `<logdir>/episodes.csv`
-  (facts 6.5).
+- `python -m dmlab30.report RESULTS.json [...]`: Table 3 and Table B.1 next to our evaluation.
+- `python -m impala_tf.reports.atari57 RESULTS.json [...]`: Table 4 and Table C.1.
+- `python -m impala_tf.reports.curves LOGDIR`: learning curves from `<logdir>/episodes.csv`, with the
+  DMLab-30 / Atari-57 training scores the release's learner logged.
 - `python -m impala_tf.reports.bars RESULTS.json`: per-level human-normalised test scores against the
-  paper's (facts 5.3, 5.4).
-- `python -m impala_tf.reports.throughput BENCHMARK.json`: a Table-1-style throughput table (facts 5.1).
+  paper's (Table B.1, Table C.1).
+- `python -m impala_tf.reports.throughput BENCHMARK.json`: a Table-1-style throughput table.
 
 Shared pieces (results-file loading and validation, Markdown / CSV rendering) are in
-`impala_tf.reports.common`.
+`impala_tf.reports.common`; every score is computed by `impala_tf.scores`.
+
+Import direction: the reports import `impala_tf.scores` and the data modules (`dmlab30.levels`,
+`dmlab30.paper_results`, `impala_tf.atari57`); the DMLab-30 report script `dmlab30.report` imports
+`impala_tf.reports.common`; nothing here imports `dmlab30.report`.
 """

@@ -5,26 +5,15 @@ Usage::
     python -m impala_tf.reports.atari57 RESULTS.json [RESULTS2.json ...] [--format=markdown|csv]
         [--output=PATH]
 
-Each results file (schema in `impala_tf.reports.common`) becomes one "ours" column named by its file
-stem. Games are `atari/<game>` (or bare `<game>`) levels; other levels are listed and ignored.
+Each results file becomes one "ours" column named by its file stem; `atari/<game>` (or bare `<game>`)
+levels are scored, others listed and ignored. Per game the mean return is normalised with the
+references of the DQN line of work (`impala_tf.atari57`); the median and mean over the 57 games are
+Table 4's, the mean taking video_pinball's random score as 0 (the convention under which the paper's
+Table 4 means follow from its Table C.1). The output ends with the first file's median and mean.
 
-Scoring (`impala_tf.scores`): per game the mean episode return over the evaluation episodes (the
-paper: up to 30 no-op starts, Table 4), normalised as `100 * (mean - random) / (human - random)`.
-Per-game scores and the median use the published random and human references of the DQN line of
-work (Mnih et al. 2015; van Hasselt et al. 2016; `impala_tf.atari57`). The mean over the 57 games
-uses video_pinball's random score 0, the convention under which the paper's Table 4 means are
-reproduced from its Table C.1 (`atari57.PAPER_MEAN_RANDOM_OVERRIDES`); the mean with the published
-video_pinball reference is printed on the line before. The median and mean need all 57 games: with a
-subset the per-game rows are rendered and the summary lines say so.
-
-Table C.1 columns: Random, Human, the paper's three IMPALA columns as printed (shallow, deep, deep
-multi-task; ACKTR and Reactor are left out), the paper's IMPALA (deep) human-normalised score, then
-per results file our mean return and our human-normalised score. Rows: every game evaluated by at
-least one results file, in the paper's (alphabetical) order.
-
-The output ends with the first results file's `Median human-normalised score: X%` and
-`Mean human-normalised score: Y%`.
+See docs/reports.md for the columns and the handling of incomplete suites.
 """
+
 from __future__ import annotations
 
 import dataclasses

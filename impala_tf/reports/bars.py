@@ -18,6 +18,7 @@ one the results' levels belong to (`impala_tf.scores.detect_suite`); levels of n
 Levels shown: those evaluated by at least one results file, in the paper's order. Default output:
 `<first results file without .json>_bars.png`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,13 +49,11 @@ def _kind(results: Sequence[EvaluationResults]) -> str:
     return kind
 
 
-def _ours(r: EvaluationResults, kind: str) -> dict[str, float]:
-    """Our uncapped human-normalised score per level of the suite (scoring names)."""
-    return scores.normalized_scores(r.returns, kind)
-
-
 def bar_data(results: Sequence[EvaluationResults]) -> tuple[str, list[str], Series]:
     """The numbers a bar chart shows.
+
+    Args:
+      results: the evaluation results (levels of one suite; other levels are left out).
 
     Returns:
       (kind, levels, series): "dmlab30" or "atari57"; the levels shown (drawn top to bottom);
@@ -62,10 +61,10 @@ def bar_data(results: Sequence[EvaluationResults]) -> tuple[str, list[str], Seri
       the level).
 
     Raises:
-      ValueError: no DMLab-30 or Atari-57 level in the results.
+      ValueError: no DMLab-30 or Atari-57 level in the results, or levels of both.
     """
     kind = _kind(results)
-    ours = [_ours(r, kind) for r in results]
+    ours = [scores.normalized_scores(r.returns, kind) for r in results]  # Uncapped.
     order = scores.SUITE_LEVELS[kind]
     if kind == scores.DMLAB30:
         paper = {
@@ -110,9 +109,9 @@ def plot_bars(results: Sequence[EvaluationResults]) -> Figure:
     ax.set_yticks(positions, shown, fontsize=7)
     ax.axvline(100.0, color="black", ls="--", lw=1, label="human (100%)")
     ax.axvline(0.0, color="grey", lw=0.8)
-    if kind == "atari57":
+    if kind == scores.ATARI57:
         ax.set_xscale("symlog", linthresh=100.0)
-    title = "DMLab-30" if kind == "dmlab30" else "Atari-57"
+    title = "DMLab-30" if kind == scores.DMLAB30 else "Atari-57"
     ax.set_xlabel("human-normalised test score (%, uncapped)")
     ax.set_title(f"{title}: ours vs the paper")
     ax.legend(fontsize=7, loc="lower right")

@@ -1,37 +1,14 @@
 """Shared report machinery: evaluation-results files, tables, Markdown and CSV rendering.
 
-Used by the paper-table scripts (`dmlab30.report` for Tables 3 / B.1, facts 5.3;
-`impala_tf.reports.atari57` for Tables 4 / C.1, facts 5.4; `impala_tf.reports.throughput` for
-Table 1, facts 5.1).
+Used by the paper-table scripts (`dmlab30.report` for the paper's Tables 3 and B.1,
+`impala_tf.reports.atari57` for Tables 4 and C.1, `impala_tf.reports.throughput` for Table 1). It
+computes no scores (those are `impala_tf.scores`') and imports nothing of this repository, so any
+report script may import it.
 
-Evaluation results file (written by `--mode=test`, facts 6.6)
--------------------------------------------------------------
-A JSON object::
-
-    {
-      "levels": {
-        "rooms_watermaze": {"returns": [31.0, 28.5, ...], "episode_frames": [7200, ...]},
-        "atari/pong": {"returns": [21.0, ...]},
-        ...
-      },
-      "config": {...},                    # optional: the run's configuration
-      "checkpoint": "/path/ckpt-123",     # optional
-      "num_episodes_per_level": 500,      # optional
-      "policy": "sampled"                 # optional: "sampled" (the paper's, facts 6.6) or "greedy"
-    }
-
-Only `levels` and each level's `returns` (a list of finite numbers, possibly empty) are required; a
-level may also be given as a bare list of returns. Everything else is kept for display.
-
-Report text formats
--------------------
-A report is a list of titled tables plus closing summary lines.
-
-- Markdown: per table a `## <title>` heading, a pipe table and optional notes; then the summary lines,
-  the last line of the output being the report's headline number.
-- CSV: per table a block of one title row (`# <title>`), a header row and the data rows (numbers at
-  full precision, missing values empty), blocks separated by an empty line; then each summary line as
-  a one-field row. `parse_csv_report` reads it back.
+Evaluation results files (written by `--mode=test`) are JSON objects whose `levels` map each level
+to its `returns`; a report is a list of titled tables plus closing summary lines, rendered as
+Markdown or CSV (`parse_csv_report` reads the CSV back). See docs/reports.md for the file schema
+and the two formats.
 """
 
 from __future__ import annotations
@@ -44,7 +21,7 @@ import json
 import math
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 Cell = float | int | str | None
@@ -392,7 +369,7 @@ def results_notes(
         parts.append(f"{episodes} episodes per level")
         warnings = []
         if r.policy == "greedy":
-            warnings.append("the paper evaluates the sampled policy (facts 6.6)")
+            warnings.append("the paper evaluates the sampled policy (as the release's test mode)")
         if paper_episodes is not None and low < paper_episodes:
             warnings.append(f"the paper used {paper_episodes} episodes per level")
         text = "- " + ", ".join(parts)
@@ -431,11 +408,3 @@ def write_output(text: str, output: str | None) -> None:
         os.makedirs(directory, exist_ok=True)
     with open(output, "w") as f:
         f.write(text)
-
-
-def mean_or_none(values: Mapping[str, float | None]) -> float | None:
-    """Arithmetic mean of the values, or None if any is None or there are none."""
-    vals = list(values.values())
-    if not vals or any(v is None for v in vals):
-        return None
-    return math.fsum(vals) / len(vals)  # type: ignore[arg-type]

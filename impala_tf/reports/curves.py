@@ -1,4 +1,4 @@
-"""Learning curves from a run's episode log `<logdir>/episodes.csv` (paper Figs. 4-5 style; facts 6.5).
+"""Learning curves from a run's episode log `<logdir>/episodes.csv` (paper Figs. 4-5 style).
 
 Usage::
 
@@ -12,21 +12,25 @@ Writes PNG files (matplotlib, Agg backend) into DIR (default LOGDIR):
 - `dmlab30_score.png` (runs whose log covers all 30 DMLab-30 levels): the capped (100 %) and uncapped
   human-normalised training score against environment frames.
 - `atari57_median.png` (runs whose log covers all 57 Atari games): the median human-normalised score.
+- `training.png` (runs with TensorBoard event files): the learner's policy entropy, value loss,
+  policy lag, learning rate, gradient norm before clipping, and the gradient norms of each loss term
+  at the logits and values (`TRAINING_PANELS`).
 
-Training-score definition (the release's `dmlab30/training_cap_100` and `training_no_cap` summaries,
-facts 6.5): episodes are taken in order of the environment-frame count at which they were logged;
-each level's returns are buffered until every level of the suite has at least one finished episode
-in its buffer; then one point is computed at that frame count (per level the mean of its buffered
-returns, normalised with `dmlab30.scoring` or `impala_tf.atari57`, then averaged or the median taken)
-and all buffers are cleared. Training names count for their test names, as in the release. The
-returns are those logged during training (sampled policy; for Atari they are per logged training
-episode, which may be one life if the run logs life-loss episodes, so they are not the paper's test
-protocol of facts 10).
+Training-score definition (the `dmlab30/training_cap_100` and `dmlab30/training_no_cap` summaries
+of the official release's learner, `experiment.py`): episodes are taken in order of the
+environment-frame count at which they were logged; each level's returns are buffered until every
+level of the suite has at least one finished episode in its buffer; then one point is computed at
+that frame count (per level the mean of its buffered returns, normalised and then averaged or the
+median taken, by `impala_tf.scores`) and all buffers are cleared. Training names count for their test
+names, as in the release. The returns are those logged during training (sampled policy; for Atari
+they are per logged training episode, which may be one life if the run logs life-loss episodes, so
+they are not the paper's test protocol of up to 30 no-op starts, Table 4).
 """
 
 from __future__ import annotations
 
 import argparse
+import glob
 import math
 import os
 import sys
@@ -36,9 +40,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from dmlab30 import levels as dmlab_levels
-from dmlab30 import scoring as dmlab_scoring
-from impala_tf import atari57
+from impala_tf import scores
 from impala_tf.bookkeeping import read_episodes
 
 Episode = dict[str, object]
@@ -102,29 +104,32 @@ def episodes_by_level(episodes: Sequence[Episode]) -> dict[str, tuple[np.ndarray
 
 
 def run_kind(level_names: Sequence[str]) -> str:
-    """ "dmlab30" if the names cover the 30 DMLab-30 levels (only them), "atari57" if they cover the
-    57 Atari games (only them), else "other"."""
-    names = set(level_names)
-    tests = {dmlab_levels.to_test_level(n) for n in names}
-    if tests == set(dmlab_levels.TEST_LEVELS):
-        return "dmlab30"
-    if all(n.startswith("atari/") for n in names):
-        games = {n[len("atari/") :] for n in names}
-        if games == set(atari57.GAMES):
-            return "atari57"
-    return "other"
+    """The suite whose training score a log can be plotted for.
+
+    Args:
+      level_names: the level names of the logged episodes.
+
+    Returns:
+      "dmlab30" or "atari57" when the names are of that suite (`impala_tf.scores.detect_suite`;
+      levels of no suite are left aside) and cover all its levels, else "other".
+    """
+    kind = scores.detect_suite(level_names)
+    if kind is None or scores.missing_levels(kind, level_names):
+        return "other"
+    return kind
 
 
-def _windowed(episodes: Sequence[Episode], key, suite: Sequence[str]):
-    """Yields (frames, {suite member: returns}) each time every member has >= 1 buffered episode."""
+def _windowed(episodes: Sequence[Episode], suite: str):
+    """Yields (frames, {scoring name: returns}) each time every level of `suite` has >= 1 buffered
+    episode (training names buffer under their test names)."""
     buffers: dict[str, list[float]] = {}
-    needed = set(suite)
+    needed = len(scores.SUITE_LEVELS[suite])
     for e in _ordered(episodes):
-        member = key(str(e["level_name"]))
-        if member not in needed:
+        name = str(e["level_name"])
+        if scores.level_suite(name) != suite:
             continue
-        buffers.setdefault(member, []).append(float(e["episode_return"]))
-        if len(buffers) == len(needed):
+        buffers.setdefault(scores.scoring_name(name), []).append(float(e["episode_return"]))
+        if len(buffers) == needed:
             yield int(e["environment_frames"]), buffers
             buffers = {}
 
@@ -132,32 +137,34 @@ def _windowed(episodes: Sequence[Episode], key, suite: Sequence[str]):
 def dmlab30_training_scores(episodes: Sequence[Episode]) -> list[tuple[int, float, float]]:
     """DMLab-30 training score points (definition in the module docstring).
 
+    Args:
+      episodes: episode log rows (`load_episodes`).
+
     Returns:
       [(environment frames, capped score %, uncapped score %)], in frame order.
     """
-    points = []
-    for frames, buffers in _windowed(
-        episodes, dmlab_levels.to_test_level, dmlab_levels.TEST_LEVELS
-    ):
-        capped = dmlab_scoring.compute_human_normalized_score(buffers, per_level_cap=100.0)
-        uncapped = dmlab_scoring.compute_human_normalized_score(buffers, per_level_cap=None)
-        points.append((frames, capped, uncapped))
-    return points
+    return [
+        (
+            frames,
+            scores.compute_human_normalized_score(buffers, scores.DMLAB30_CAP),
+            scores.compute_human_normalized_score(buffers, None),
+        )
+        for frames, buffers in _windowed(episodes, scores.DMLAB30)
+    ]
 
 
 def atari57_training_medians(episodes: Sequence[Episode]) -> list[tuple[int, float]]:
     """Atari-57 median human-normalised training score points (definition in the module docstring).
 
+    Args:
+      episodes: episode log rows (`load_episodes`).
+
     Returns:
       [(environment frames, median score %)], in frame order.
     """
-
-    def game(name: str) -> str:
-        return name[len("atari/") :] if name.startswith("atari/") else name
-
     return [
-        (frames, atari57.median_human_normalized_score(buffers))
-        for frames, buffers in _windowed(episodes, game, atari57.GAMES)
+        (frames, scores.atari57_median_score(buffers))
+        for frames, buffers in _windowed(episodes, scores.ATARI57)
     ]
 
 
@@ -215,6 +222,69 @@ def plot_atari57_medians(points: Sequence[tuple[int, float]]) -> Figure:
     return figure
 
 
+# The learner's TensorBoard scalars drawn in `training.png` (panel title, tags, log scale).
+TRAINING_PANELS = (
+    ("policy entropy (nats)", ("policy_entropy",), False),
+    ("value loss (baseline term)", ("baseline_loss",), True),
+    ("policy lag (updates)", ("policy_lag_updates",), False),
+    ("learning rate", ("learning_rate",), False),
+    ("gradient global norm, before clipping", ("gradient_global_norm",), True),
+    (
+        "gradient norms at the logits / values",
+        (
+            "pg_logits_gradient_norm",
+            "entropy_logits_gradient_norm",
+            "baseline_values_gradient_norm",
+        ),
+        True,
+    ),
+)
+
+
+def load_scalars(logdir: str) -> dict[str, list[tuple[int, float]]]:
+    """The TensorBoard scalars of `logdir`'s event files: `{tag: [(frames, value), ...]}` sorted by
+    frames ({} without event files)."""
+    from tensorboard.backend.event_processing import event_file_loader  # Imports TensorFlow.
+    from tensorboard.util import tensor_util
+
+    scalars: dict[str, list[tuple[int, float]]] = {}
+    for path in sorted(glob.glob(os.path.join(logdir, "events.out.tfevents.*"))):
+        for event in event_file_loader.EventFileLoader(path).Load():
+            for value in event.summary.value:
+                if value.HasField("tensor"):
+                    number = float(tensor_util.make_ndarray(value.tensor))
+                else:
+                    number = float(value.simple_value)
+                scalars.setdefault(value.tag, []).append((int(event.step), number))
+    return {tag: sorted(points) for tag, points in scalars.items()}
+
+
+def plot_training(scalars: dict[str, list[tuple[int, float]]]) -> Figure | None:
+    """The learner's own curves against frames (`TRAINING_PANELS`), or None without any."""
+    panels = [p for p in TRAINING_PANELS if any(tag in scalars for tag in p[1])]
+    if not panels:
+        return None
+    ncols = min(len(panels), 3)
+    nrows = math.ceil(len(panels) / ncols)
+    figure = _new_figure(4.0 * ncols, 2.8 * nrows)
+    axes = figure.subplots(nrows, ncols, squeeze=False).ravel()
+    for ax, (title, tags, log_scale) in zip(axes, panels, strict=False):
+        for tag in tags:
+            if tag in scalars:
+                frames, values = zip(*scalars[tag], strict=True)
+                ax.plot(frames, values, lw=1.0, label=tag if len(tags) > 1 else None)
+        if log_scale:
+            ax.set_yscale("log")
+        if len(tags) > 1:
+            ax.legend(fontsize=6)
+        ax.set_title(title, fontsize=8)
+        ax.set_xlabel("environment frames", fontsize=7)
+        ax.tick_params(labelsize=6)
+    for ax in axes[len(panels) :]:
+        figure.delaxes(ax)
+    return figure
+
+
 def write_curves(logdir: str, output_dir: str | None = None, window: int = 100) -> list[str]:
     """Writes the PNGs described in the module docstring.
 
@@ -231,14 +301,17 @@ def write_curves(logdir: str, output_dir: str | None = None, window: int = 100) 
     os.makedirs(output_dir, exist_ok=True)
     figures = {"returns.png": plot_returns(episodes, window)}
     kind = run_kind([str(e["level_name"]) for e in episodes])
-    if kind == "dmlab30":
+    if kind == scores.DMLAB30:
         points = dmlab30_training_scores(episodes)
         if points:
             figures["dmlab30_score.png"] = plot_dmlab30_scores(points)
-    elif kind == "atari57":
+    elif kind == scores.ATARI57:
         medians = atari57_training_medians(episodes)
         if medians:
             figures["atari57_median.png"] = plot_atari57_medians(medians)
+    training = plot_training(load_scalars(logdir))
+    if training is not None:
+        figures["training.png"] = training
     paths = []
     for name, figure in figures.items():
         path = os.path.join(output_dir, name)

@@ -1,4 +1,4 @@
-"""The paper's Table 1: throughput of the shallow model in environment frames per second (facts 5.1).
+"""The paper's Table 1: throughput of the shallow model in environment frames per second.
 
 Task 1 is `seekavoid_arena_01`, task 2 `rooms_keys_doors_puzzle` ("variable length episodes and slow
 restarts"). Batch size 32 unless stated; GPU = Nvidia P100; frames are environment frames (4 per agent

@@ -1,41 +1,15 @@
-"""A Table-1-style throughput table from benchmark results, next to the paper's Table 1 (facts 5.1).
+"""A Table-1-style throughput table from benchmark results, next to the paper's Table 1.
 
 Usage::
 
     python -m impala_tf.reports.throughput BENCHMARK.json [--format=markdown|csv] [--output=PATH]
 
-Benchmark JSON schema (what `impala_tf.benchmark` writes)
----------------------------------------------------------
-::
-
-    {
-      "machine": {                        # free-form description, printed as "key: value"
-        "cpu_model": "...", "cpus": 2, "gpus": 0, "gpu_model": null,
-        "tensorflow": "2.21.0", "python": "3.11.9", "hostname": "..."
-      },
-      "results": [
-        {
-          "name": "impala-2-actors-seekavoid",          # required, unique
-          "architecture": "IMPALA 2 actors",            # required: the row label
-          "cpus": 2,                                    # required int: CPU cores used
-          "gpus": 0,                                    # required int
-          "task": "seekavoid_arena_01",                 # required: level name (any, e.g. toy/catch)
-          "environment_frames_per_second": 1234.5,      # required float: environment frames
-                                                        #   (agent steps x action repeats) per second
-          "model": "shallow",                           # optional: "shallow" | "deep"
-          "batch_size": 32,                             # optional int
-          "num_actors": 2, "num_learners": 1,           # optional ints
-          "environment_frames": 1000000,                # optional int: frames measured
-          "duration_seconds": 810.0,                    # optional float: measurement time
-          "paper_row": "IMPALA 48 actors"               # optional: a Table 1 architecture label to
-                                                        #   compare with (same label and GPU count)
-        }
-      ]
-    }
-
-The paper's numbers are for the shallow model with batch size 32 unless stated (facts 5.1); Task 1 is
-`seekavoid_arena_01`, Task 2 `rooms_keys_doors_puzzle`. Our rows are grouped by (architecture, CPUs,
-GPUs, model, batch size), with one column per task; frames/s are shown in thousands, like the paper.
+The input is the JSON written by `impala_tf.benchmark`: a `machine` description and `results` rows,
+each with an architecture label, CPU and GPU counts, a task (level name) and environment frames per
+second. The paper's numbers are for the shallow model with batch size 32 unless stated (Table 1);
+Task 1 is `seekavoid_arena_01`, Task 2 `rooms_keys_doors_puzzle`. Our rows are grouped by
+(architecture, CPUs, GPUs, model, batch size), with one column per task; frames/s are shown in
+thousands, like the paper. See docs/reports.md for the JSON schema.
 """
 
 from __future__ import annotations
