@@ -352,3 +352,42 @@ def test_two_synchronous_learners_end_with_identical_weights(tmp_path):
     # Each update counts B x T x repeats frames of *both* learners' batches (8 x 20 x 1 x 2).
     frames = int(last(chief, "[learner 0] done:").split()[0].replace(",", ""))
     assert frames % (8 * 20 * 2) == 0 and frames >= 4000
+
+
+@pytest.mark.timeout(420)
+def test_an_environment_that_cannot_load_ends_the_run_with_its_own_error(tmp_path):
+    """A DeepMind Lab level whose map is missing fails at every reset: the launcher restarts the
+    actor a bounded number of times, then stops the run with the environment's own error text on
+    the console and a non-zero status (it used to restart the actor forever)."""
+    from impala_tf import launcher, testing
+
+    logdir = tmp_path / "run"
+    env = _env()
+    env["PYTHONPATH"] = testing.fake_deepmind_lab_path() + os.pathsep + env["PYTHONPATH"]
+    process = subprocess.Popen(
+        _experiment(
+            "--level_name=missing_map_arena",
+            "--agent=shallow",
+            "--num_actors=1",
+            "--batch_size=2",
+            "--unroll_length=5",
+            "--total_environment_frames=100000",
+            f"--logdir={logdir}",
+        ),
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        output, _ = process.communicate(timeout=380)
+    finally:
+        _kill_tree(process)
+    _assert_no_leftovers(process)
+    output = output.decode(errors="replace")
+    assert process.returncode == launcher.EXIT_ACTOR_FAILING, output
+    assert "Didn't find map 'missing_map_arena'" in output
+    assert "5 times in a row without a learner update: giving up" in output
+    assert output.count("restarting it") == 4, output
