@@ -5,7 +5,10 @@ Usage::
     python -m dmlab30.report RESULTS.json [RESULTS2.json ...] [--format=markdown|csv]
         [--output=PATH] [--allow_missing]
 
-Each results file (produced by `--mode=test`) becomes one "ours" column named by its file stem.
+Each results file (produced by `--mode=test`) becomes one "ours" column named by its file stem,
+labelled PBT or fixed configuration from the configuration the file carries (a population-based
+training member's says so, appendix F), and compared with the matching row of Table 3 (IMPALA, deep
+for a fixed configuration; IMPALA, deep, PBT for a PBT member).
 Scoring (`impala_tf.scores`) is the paper's (appendix B) and the official release's (`dmlab30.py`):
 per level the mean return, normalised against the release's references; the capped score caps each
 level at 100 % and averages over the 30 test levels. Every level must have a return unless
@@ -99,7 +102,62 @@ def score_results(results: EvaluationResults, allow_missing: bool = False) -> DM
 
 
 def _ours_label(results: Sequence[EvaluationResults], r: EvaluationResults) -> str:
-    return "ours" if len(results) == 1 else f"ours ({r.name})"
+    label = "ours" if len(results) == 1 else f"ours ({r.name})"
+    kind = common.training_kind(r)
+    return label if kind is None else f"{label}, {kind}"
+
+
+def paper_counterpart(r: EvaluationResults) -> tuple[str | None, str]:
+    """The Table 3 row to compare a results file with, and why (or why there is none).
+
+    A DMLab-30 run: IMPALA, deep (a fixed configuration) or IMPALA, deep, PBT (a PBT member),
+    IMPALA, shallow (fixed); a single-level deep run: IMPALA-Experts, deep.
+    """
+    kind = common.training_kind(r)
+    if kind is None:
+        return None, "the results file carries no configuration (PBT or fixed unknown)"
+    agent = common.config_value(r, "agent", "agent") or "deep"
+    level = common.config_value(r, "env", "level_name")
+    if level == "dmlab30":
+        row = {
+            ("deep", common.PBT): "IMPALA, deep, PBT",
+            ("deep", common.FIXED): "IMPALA, deep",
+            ("shallow", common.FIXED): "IMPALA, shallow",
+        }.get((agent, kind))
+        if row is None:
+            return None, f"the paper has no {agent} {kind} row"
+        return row, f"{agent} agent on DMLab-30, {kind}"
+    if agent == "deep" and kind == common.FIXED:
+        return "IMPALA-Experts, deep", f"one agent per level ({level}), fixed configuration"
+    return None, f"the paper has no {agent} {kind} row for single-level agents ({level})"
+
+
+def table_matching(results: Sequence[EvaluationResults], scores: Sequence[DMLab30Scores]) -> Table:
+    """Each results file next to the Table 3 row of the same kind of training (`paper_counterpart`)."""
+    table = Table(
+        "Ours against the paper's matching Table 3 row",
+        [
+            Column("Results"),
+            Column("Training"),
+            Column("Ours", digits=1, suffix="%"),
+            Column("Paper row"),
+            Column("Paper", digits=1, suffix="%"),
+            Column("Ours - paper", digits=1),
+        ],
+    )
+    for r, s in zip(results, scores, strict=True):
+        row, why = paper_counterpart(r)
+        paper = paper_results.TABLE_3.get(row) if row else None
+        diff = None if paper is None or s.capped is None else s.capped - paper
+        table.add_row(
+            [r.name, common.training_kind(r) or "unknown", s.capped, row or why, paper, diff]
+        )
+    table.notes.append(
+        "The paper's IMPALA, deep is its best fixed-hyperparameter run; IMPALA, deep, PBT a population "
+        "of 24 evolved by population-based training (appendix F); IMPALA, deep, PBT, 8 learners "
+        f"({paper_results.TABLE_3['IMPALA, deep, PBT, 8 learners']} %) the same with 8 learners."
+    )
+    return table
 
 
 def table_3(results: Sequence[EvaluationResults], scores: Sequence[DMLab30Scores]) -> Table:
@@ -173,6 +231,12 @@ def table_b1(results: Sequence[EvaluationResults], scores: Sequence[DMLab30Score
         "(the release's `dmlab30.py`; which is right is unverified); rows here follow the release "
         "names: " + "; ".join(relabelled) + ".",
     ]
+    for r in results:
+        if common.training_kind(r) == common.FIXED:
+            table.notes.append(
+                f"`{r.name}`: a fixed configuration; the paper's per-level IMPALA column is IMPALA "
+                "(deep, PBT) (its fixed-configuration IMPALA, deep has no per-level column)."
+            )
     for r, s in zip(results, scores, strict=True):
         if s.training_names:
             table.notes.append(
@@ -205,7 +269,10 @@ def build_report(results: Sequence[EvaluationResults], allow_missing: bool = Fal
         common.percent_line(UNCAPPED_LABEL, first.uncapped, reason),
         common.percent_line(CAPPED_LABEL, first.capped, reason),
     ]
-    return Report([table_3(results, scores), table_b1(results, scores)], lines)
+    tables = [table_3(results, scores), table_b1(results, scores)]
+    if any(common.training_kind(r) for r in results):  # Only files that say how they trained.
+        tables.insert(1, table_matching(results, scores))
+    return Report(tables, lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

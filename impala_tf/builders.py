@@ -75,14 +75,18 @@ _ENVIRONMENT_BYTES = {"toy": 30 * 2**20, "atari": 60 * 2**20, "dmlab": 250 * 2**
 
 def memory_estimate(config: configs.Config) -> dict[str, int]:
     """Lower bounds, in bytes, of what a run needs: `learner` (one learner process: its queue of B
-    trajectories, the prefetched batch, the batch in training and its float32 frames, plus the
-    process itself) and `actors` (all actor processes and their environment workers, for a
-    one-machine run). Network activations come on top, so the true needs are larger."""
+    trajectories, the prefetched batch, the batch in training and its float32 frames, its
+    experience-replay buffer's frames, plus the process itself) and `actors` (all actor processes
+    and their environment workers, for a one-machine run). Network activations come on top, so the
+    true needs are larger."""
     config = _completed(config)
     observation_spec, _ = envs.environment_spec(config.env.level_name, config.env)
     frame_bytes = math.prod(observation_spec.frame.shape)
     steps = config.learner.batch_size * (config.learner.unroll_length + 1)
     learner = 3 * steps * frame_bytes + 4 * steps * frame_bytes + _PROCESS_BYTES
+    if config.learner.replay_proportion > 0:  # uint8 frames of whole trajectories (section 5.2.2).
+        replay_steps = config.learner.replay_capacity * (config.learner.unroll_length + 1)
+        learner += replay_steps * frame_bytes
     runtime = config.runtime
     environments = runtime.num_actors * runtime.envs_per_actor
     actors = (

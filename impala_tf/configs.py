@@ -17,7 +17,8 @@ A run's settings resolve in this order (`resolve`), each value remembering where
    the agent reads instructions, and the action repeat of toy tasks (one frame per step).
 
 Presets carry the paper's settings: Table D.3 and the release's README for DeepMind Lab, Table G.1
-for Atari. This module imports no TensorFlow: environment worker processes receive `EnvConfig`.
+for Atari; `dmlab30_pbt` and `atari57_pbt` add the hyperparameters population-based training
+evolves (appendix F, `PBTConfig`; docs/pbt.md). This module imports no TensorFlow: environment worker processes receive `EnvConfig`.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 REWARD_CLIPPING_MODES = ("abs_one", "soft_asymmetric", "paper_caption", "none")
+OFF_POLICY_CORRECTIONS = ("vtrace", "one_step", "epsilon", "none")  # Section 5.2.2, Table 2.
 AGENTS = ("deep", "shallow")
 KINDS = ("toy", "atari", "dmlab")
 DEFAULT_PRESET = "toy"
@@ -177,6 +179,28 @@ class LearnerConfig:
         lower=0.0,
         upper=1.0,
     )
+    off_policy_correction: str = setting(
+        "vtrace",
+        "Off-policy correction (section 5.2.2, Table 2): vtrace; one_step (no correction of V, the "
+        "policy-gradient advantage times min(rho-bar, pi/mu)); epsilon (no correction, "
+        "log(pi + 1e-6) in the policy gradient); none.",
+        choices=OFF_POLICY_CORRECTIONS,
+    )
+    replay_capacity: int = setting(
+        0,
+        "Experience replay: whole trajectories in the learner's FIFO buffer (section 5.2.2: "
+        "10,000; 0: no replay).",
+        lower=0,
+        upper=10**8,
+    )
+    replay_proportion: float = setting(
+        0.0,
+        "Experience replay: fraction of every batch sampled uniformly from the buffer, the rest "
+        "fresh from the actors (section 5.2.2: 0.5; 0: no replay).",
+        lower=0.0,
+        upper=1.0,
+        open_upper=True,
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -237,11 +261,88 @@ class RuntimeConfig:
     )
 
 
+PBT_HYPERPARAMETERS = ("entropy_cost", "learning_rate", "epsilon", "grad_norm_clipping")
+LEARNING_RATE_SCHEDULES = ("constant", "linear")
+
+
+@dataclasses.dataclass(frozen=True)
+class PBTConfig:
+    """Population-based training (paper appendix F, Table D.1, section 5.3.1; docs/pbt.md)."""
+
+    pbt_population: int = setting(
+        24, "--mode=pbt: members of the population (appendix F: 24).", lower=2, upper=10_000
+    )
+    pbt_burn_in_frames: int = setting(
+        20_000_000,
+        "PBT: a member's environment frames before its first evolution step (appendix F: 20M).",
+        lower=0,
+        upper=10**14,
+    )
+    pbt_ready_episodes: int = setting(
+        5000,
+        "PBT: episode returns a member collects between evolution steps, and its fitness window "
+        "(appendix F: 5,000).",
+        lower=1,
+        upper=10**9,
+    )
+    pbt_threshold: float = setting(
+        0.05,
+        "PBT: a member copies the other member only if that one's fitness is higher by more than "
+        "this, absolute (appendix F: 5 %, i.e. 0.05 of the human-normalised score; in return units "
+        "for single levels).",
+        lower=0.0,
+        upper=1e9,
+    )
+    pbt_perturb_prob: float = setting(
+        0.33,
+        "PBT: probability that each evolved hyperparameter is perturbed at a step (appendix F).",
+        lower=0.0,
+        upper=1.0,
+    )
+    pbt_perturb_factor: float = setting(
+        1.2,
+        "PBT: a perturbation multiplies by this or divides by it, with equal probability "
+        "(appendix F: 1.2).",
+        lower=1.0,
+        upper=100.0,
+    )
+    pbt_hyperparameters: str = setting(
+        "",
+        "PBT: comma-separated hyperparameters to evolve, from entropy_cost, learning_rate, epsilon, "
+        "grad_norm_clipping; empty for a fixed configuration (Table D.1: the first three; Table "
+        "G.1 adds gradient clipping for Atari-57).",
+    )
+    pbt_learning_rate_schedule: str = setting(
+        "constant",
+        "PBT members: the evolved learning rate is used as is (constant; Figure F.1 contrasts it "
+        "with linear annealing) or annealed linearly to 0 over the frames (linear).",
+        choices=LEARNING_RATE_SCHEDULES,
+    )
+    pbt_member: int = setting(
+        -1,
+        "This run is member i of the population whose directory holds --logdir as members/<i> "
+        "(set by --mode=pbt; -1: not a member).",
+        lower=-1,
+        upper=10_000,
+    )
+    pbt_start_members: bool = setting(
+        True,
+        "--mode=pbt: start every member on this machine and restart those that die (false: run "
+        "the controller only, members are started elsewhere; docs/pbt.md).",
+    )
+
+    def evolved(self) -> tuple[str, ...]:
+        """The hyperparameters PBT evolves, in `PBT_HYPERPARAMETERS` order."""
+        names = {name.strip() for name in self.pbt_hyperparameters.split(",") if name.strip()}
+        return tuple(name for name in PBT_HYPERPARAMETERS if name in names)
+
+
 SECTIONS: dict[str, type] = {
     "env": EnvConfig,
     "agent": AgentConfig,
     "learner": LearnerConfig,
     "runtime": RuntimeConfig,
+    "pbt": PBTConfig,
 }
 
 
@@ -253,6 +354,7 @@ class Config:
     agent: AgentConfig = AgentConfig()
     learner: LearnerConfig = LearnerConfig()
     runtime: RuntimeConfig = RuntimeConfig()
+    pbt: PBTConfig = PBTConfig()
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -405,7 +507,43 @@ def validate(config: Config) -> Config:
         )
     if config.learner.epsilon <= 0:
         raise ValueError(f"epsilon must be > 0, got {config.learner.epsilon}")
+    _check_replay(config.learner)
+    _check_pbt(config)
     return config
+
+
+def _check_pbt(config: Config) -> None:
+    """The evolved hyperparameters are known names, and gradient clipping, if evolved, is on."""
+    names = [n.strip() for n in config.pbt.pbt_hyperparameters.split(",") if n.strip()]
+    unknown = [name for name in names if name not in PBT_HYPERPARAMETERS]
+    if unknown:
+        raise ValueError(
+            f"pbt_hyperparameters: unknown {unknown}; expected names from {list(PBT_HYPERPARAMETERS)}"
+        )
+    if "grad_norm_clipping" in names and config.learner.grad_norm_clipping <= 0:
+        raise ValueError("pbt_hyperparameters evolves grad_norm_clipping: it must start > 0")
+    if config.pbt.pbt_member >= 0 and config.runtime.num_learners > 1:
+        raise ValueError(
+            "a PBT member runs one learner (--num_learners=1): several synchronous learners would "
+            "have to apply the controller's instruction at the same update (docs/pbt.md)"
+        )
+
+
+def _check_replay(lc: LearnerConfig) -> None:
+    """With replay, a buffer exists and a batch holds both replayed and fresh trajectories
+    (round(B x proportion) replayed, `impala_tf.replay.replayed_per_batch`)."""
+    if lc.replay_proportion <= 0:
+        return
+    if lc.replay_capacity <= 0:
+        raise ValueError(
+            f"replay_proportion={lc.replay_proportion} needs a buffer: set replay_capacity > 0"
+        )
+    replayed = round(lc.batch_size * lc.replay_proportion)
+    if not 1 <= replayed < lc.batch_size:
+        raise ValueError(
+            f"replay_proportion={lc.replay_proportion} of batch_size={lc.batch_size} replays "
+            f"{replayed} trajectories; a batch needs at least one replayed and one fresh"
+        )
 
 
 def _check_number(s: Setting, value: Any) -> None:
@@ -442,6 +580,7 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
             "total_environment_frames": 300_000,
         },
         "runtime": {"num_actors": 2, "envs_per_actor": 4},
+        "pbt": {"pbt_hyperparameters": ""},  # A fixed configuration.
     },
     # A single DMLab level (Table D.3; the release's README: 48 actors, batch 32, its flag defaults).
     "dmlab": {
@@ -463,6 +602,7 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
             "total_environment_frames": 1_000_000_000,
         },
         "runtime": {"num_actors": 48, "envs_per_actor": 1},
+        "pbt": {"pbt_hyperparameters": ""},  # A fixed configuration.
     },
     # DMLab-30 multi-task, IMPALA deep (section 5.3.1; the release README's learner command).
     "dmlab30": {
@@ -480,6 +620,7 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
             "total_environment_frames": 10_000_000_000,
         },
         "runtime": {"num_actors": 150, "envs_per_actor": 1},
+        "pbt": {"pbt_hyperparameters": ""},  # A fixed configuration.
     },
     # Atari experts: one agent per game, feed-forward, minimal action set (Table G.1, section 5.3.2).
     "atari": {
@@ -501,6 +642,7 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
             "total_environment_frames": 200_000_000,
         },
         "runtime": {"num_actors": 48, "envs_per_actor": 1},
+        "pbt": {"pbt_hyperparameters": ""},  # A fixed configuration.
     },
     # Atari-57 multi-task: one deep agent on all games, full 18 actions, 200M frames per game.
     "atari57": {
@@ -518,8 +660,28 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
             "total_environment_frames": 57 * 200_000_000,
         },
         "runtime": {"num_actors": 114, "envs_per_actor": 1},
+        "pbt": {"pbt_hyperparameters": ""},  # A fixed configuration.
     },
 }
+
+# Population-based training (appendix F; `python -m impala_tf.experiment --mode=pbt`): the suite
+# presets whose members evolve the hyperparameters of Table D.1 (DMLab-30: entropy cost, learning
+# rate, RMSProp epsilon) or Table G.1 (Atari-57: also the gradient-clipping threshold). Their
+# starting values are sampled per member (`impala_tf.pbt.rules`); the rest is the fixed preset's.
+
+
+def _pbt_preset(base: str, evolved: str) -> dict[str, dict[str, Any]]:
+    preset = {section: dict(fields) for section, fields in PRESETS[base].items()}
+    preset["pbt"] = {"pbt_hyperparameters": evolved}
+    return preset
+
+
+PRESETS["dmlab30_pbt"] = _pbt_preset("dmlab30", "entropy_cost,learning_rate,epsilon")
+PRESETS["atari57_pbt"] = _pbt_preset(
+    "atari57", "entropy_cost,learning_rate,epsilon,grad_norm_clipping"
+)
+# The PBT preset `--mode=pbt` uses when the level implies a fixed preset that has one.
+PBT_PRESETS = {"dmlab30": "dmlab30_pbt", "atari57": "atari57_pbt"}
 
 
 def level_kind(level_name: str) -> str:
@@ -568,11 +730,15 @@ class Resolved:
 
 
 def resolve(
-    preset: str | None = None, overrides: Mapping[str, Mapping[str, Any]] | None = None
+    preset: str | None = None,
+    overrides: Mapping[str, Mapping[str, Any]] | None = None,
+    pbt: bool = False,
 ) -> Resolved:
     """Defaults, then the preset (given, or chosen from the level), then `overrides` (the flags).
 
-    Environment facts are filled in afterwards by `impala_tf.envs.complete_config`.
+    Environment facts are filled in afterwards by `impala_tf.envs.complete_config`. With `pbt`
+    (`--mode=pbt`), a preset chosen from the level is its PBT variant where there is one
+    (`PBT_PRESETS`: `dmlab30` -> `dmlab30_pbt`, `atari57` -> `atari57_pbt`).
 
     Raises:
       ValueError: unknown preset, section or field, or a value out of range.
@@ -582,6 +748,8 @@ def resolve(
     if preset is None:
         chosen_by = "level" if level else "default"
         preset = preset_for_level(level)
+        if pbt:
+            preset = PBT_PRESETS.get(preset, preset)
     else:
         chosen_by = "flag"
     if preset not in PRESETS:

@@ -8,6 +8,7 @@ This is the only module that reads flags.
     python -m impala_tf.experiment                              # toy task, laptop
     python -m impala_tf.experiment --level_name=atari/breakout  # the `atari` preset (Table G.1)
     python -m impala_tf.experiment --level_name=dmlab30 --mode=describe
+    python -m impala_tf.experiment --mode=pbt --level_name=dmlab30 --logdir=/shared/pbt  # appendix F
     python -m impala_tf.experiment --job_name=learner --task=0 --learner_hosts=h0:8000 ...
 """
 
@@ -34,7 +35,11 @@ flags.DEFINE_string(
     "without --level_name).",
 )
 flags.DEFINE_enum(
-    "mode", "train", ["train", "test", "describe"], "Training, evaluation or describe."
+    "mode",
+    "train",
+    ["train", "test", "describe", "pbt"],
+    "Training, evaluation, describe, or population-based training of --pbt_population members in "
+    "--logdir (appendix F; docs/pbt.md).",
 )
 flags.DEFINE_integer("task", -1, "Task index; -1 starts every process on this machine.")
 flags.DEFINE_enum("job_name", "learner", ["learner", "actor"], "Job of this process (with --task).")
@@ -110,7 +115,7 @@ def resolve_config() -> configs.Resolved:
     """
     from impala_tf import envs
 
-    resolved = configs.resolve(FLAGS.preset, explicit_overrides())
+    resolved = configs.resolve(FLAGS.preset, explicit_overrides(), pbt=FLAGS.mode == "pbt")
     complete = envs.complete_config(resolved.config)
     sources = dict(resolved.sources)
     for key in envs.ENVIRONMENT_FIELDS:
@@ -170,7 +175,38 @@ def main(argv: list[str]) -> int:
         return 0
     if FLAGS.mode == "train":
         return train(resolved.config)
+    if FLAGS.mode == "pbt":
+        return pbt(resolved)
     return test(resolved.config)
+
+
+def pbt(resolved: configs.Resolved) -> int:
+    """`--mode=pbt`: a population of training runs in `--logdir` and its controller
+    (`impala_tf.pbt.supervisor`; paper appendix F)."""
+    from impala_tf.pbt import controller, supervisor
+
+    config = resolved.config
+    problem = None
+    if not config.pbt.evolved():
+        problem = (
+            f"preset {resolved.preset} evolves no hyperparameter: use --preset=dmlab30_pbt or "
+            "atari57_pbt, or give --pbt_hyperparameters (e.g. learning_rate,entropy_cost)"
+        )
+    elif config.runtime.num_learners > 1:
+        problem = "a PBT member runs one learner: --num_learners must be 1 (docs/pbt.md)"
+    elif FLAGS.task >= 0 or FLAGS.learner_hosts or FLAGS.cluster_spec:
+        problem = "--mode=pbt starts its members' processes itself: no --task or cluster flags"
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+    try:
+        os.makedirs(config.runtime.logdir, exist_ok=True)
+        if config.pbt.pbt_start_members:
+            check_environment_available(config)
+        return supervisor.run_population(resolved)
+    except (OSError, ImportError, controller.PopulationMismatchError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
 
 
 def test(config: configs.Config) -> int:
@@ -247,6 +283,11 @@ def check_memory(config: configs.Config, local: bool) -> None:
             f"this run needs at least {needed / gib:,.1f} GiB (learner {estimate['learner'] / gib:,.1f}"
             f" GiB for --batch_size={config.learner.batch_size} x --unroll_length="
             f"{config.learner.unroll_length}"
+            + (
+                f" and --replay_capacity={config.learner.replay_capacity} trajectories"
+                if config.learner.replay_proportion > 0
+                else ""
+            )
             + (
                 f"; {config.runtime.num_actors} actors x {config.runtime.envs_per_actor} "
                 f"environments {estimate['actors'] / gib:,.1f} GiB"

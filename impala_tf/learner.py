@@ -7,10 +7,12 @@ Table 1 footnote:
 1. re-run the agent over the batch's T+1 steps from each trajectory's initial core state;
 2. bootstrap from the value of the last observation (`learner baseline[T]`);
 3. shift: behaviour outputs and environment outputs `[1:]`, learner outputs `[:-1]`;
-4. V-trace with `discount_t = gamma * (1 - done_{t+1})` on the clipped rewards;
+4. V-trace with `discount_t = gamma * (1 - done_{t+1})` on the clipped rewards (or one of the
+   corrections it is compared with in section 5.2.2, `--off_policy_correction`);
 5. policy-gradient + `baseline_cost` x baseline + `entropy_cost` x entropy losses, summed over T and B;
 6. one RMSProp step with the learning rate annealed linearly to zero over the environment frames,
-   read from the frame counter before the step; then frames += B x T x action repeats.
+   read from the frame counter before the step (a population-based-training member: its evolved
+   learning rate as is, appendix F); then frames += B x T x action repeats.
 
 A non-finite loss or gradient, or an update that would make a weight non-finite, skips the update
 (weights, slots and the frame counter are untouched) and is reported in the step's logs. The time
@@ -20,11 +22,13 @@ is the only place that slices and shifts time.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import tensorflow as tf
 
-from impala_tf import losses, optimizers, structures, vtrace
+from impala_tf import corrections, losses, optimizers, structures, vtrace
 from impala_tf.configs import LearnerConfig
 
 
@@ -92,7 +96,8 @@ def compute_loss(
     Args:
       agent: an `impala_tf.networks.Agent`.
       batch: time-major `Trajectory`, env/agent outputs `[T+1, B, ...]`, agent_state `[B, ...]`.
-      config: loss coefficients, discount, reward clipping, V-trace thresholds.
+      config: loss coefficients, discount, reward clipping, off-policy correction (V-trace or one
+        of the variants of section 5.2.2, `impala_tf.corrections`) and its thresholds.
 
     Returns:
       `(total_loss, logs)`: the scalar loss and a dict of scalar tensors for summaries.
@@ -103,7 +108,8 @@ def compute_loss(
     aligned = align(batch, learner_outputs)
     clipped_rewards = losses.clip_rewards(aligned.rewards, config.reward_clipping)
     discounts = tf.cast(tf.logical_not(aligned.done), tf.float32) * config.discounting
-    returns = vtrace.from_logits(
+    returns = corrections.from_logits(
+        config.off_policy_correction,
         behaviour_policy_logits=aligned.behaviour_logits,
         target_policy_logits=aligned.target_logits,
         actions=aligned.actions,
@@ -115,8 +121,9 @@ def compute_loss(
         clip_pg_rho_threshold=config.clip_pg_rho_threshold,
         lambda_=config.vtrace_lambda,
     )
-    pg_loss = losses.policy_gradient_loss(
-        aligned.target_logits, aligned.actions, returns.pg_advantages
+    # -sum log pi(a|x) * A; for the epsilon-correction log(pi(a|x) + 1e-6) (impala_tf.corrections).
+    pg_loss = losses.policy_gradient_loss_from_log_probs(
+        returns.target_action_log_probs, returns.pg_advantages
     )
     baseline_loss = config.baseline_cost * losses.baseline_loss(returns.vs - aligned.values)
     entropy_loss = config.entropy_cost * losses.entropy_loss(aligned.target_logits)
@@ -161,6 +168,61 @@ def term_diagnostics(
     }
 
 
+class Hyperparameters:
+    """The learner's live hyperparameters: variables read by every update, changed between updates.
+
+    Population-based training (paper appendix F, Table D.1) evolves the entropy cost, the learning
+    rate and RMSProp's epsilon (and for Atari-57 the gradient-clipping threshold, Table G.1) while
+    a learner trains: `assign` takes effect at the next update, without retracing `train_step`.
+    They start at the configuration's values, so a run that never assigns them computes exactly
+    what constants would (the dtypes are those the constants had: float64 for the learning rate
+    and epsilon, which are cast to each parameter's dtype as Python numbers were; float32 for the
+    entropy cost and the clipping threshold, which enter float32 computations).
+
+    A plain object, not a `tf.Module`: the variables are not tracked, so they are not part of
+    checkpoints (old checkpoints still restore with `assert_existing_objects_matched`, and a resumed
+    fixed-configuration run takes its flags' values, as before). A PBT member keeps its values in
+    its run directory instead (`impala_tf.pbt.member`).
+    """
+
+    NAMES = ("entropy_cost", "learning_rate", "epsilon", "grad_norm_clipping")
+    _DTYPES = {
+        "entropy_cost": tf.float32,
+        "learning_rate": tf.float64,
+        "epsilon": tf.float64,
+        "grad_norm_clipping": tf.float32,
+    }
+
+    def __init__(self, config: LearnerConfig):
+        for name in self.NAMES:
+            variable = tf.Variable(
+                getattr(config, name), dtype=self._DTYPES[name], trainable=False, name=name
+            )
+            setattr(self, name, variable)
+
+    def values(self) -> dict[str, float]:
+        """Name -> current value."""
+        return {name: float(getattr(self, name).numpy()) for name in self.NAMES}
+
+    def assign(self, values: Mapping[str, float]) -> dict[str, tuple[float, float]]:
+        """Sets some hyperparameters; returns `{name: (old, new)}` of those that changed.
+
+        Raises:
+          KeyError: an unknown name.
+        """
+        changes = {}
+        for name, value in values.items():
+            if name not in self.NAMES:
+                raise KeyError(f"unknown hyperparameter {name!r}; expected one of {self.NAMES}")
+            variable = getattr(self, name)
+            old = float(variable.numpy())
+            variable.assign(value)
+            new = float(variable.numpy())
+            if new != old:
+                changes[name] = (old, new)
+        return changes
+
+
 class Learner(tf.Module):
     """Owns the agent's training state: optimiser slots, frame counter, update counter.
 
@@ -176,6 +238,13 @@ class Learner(tf.Module):
     backward pass) is compiled with XLA (paper section 3.1, "XLA for parts of the graph"); the
     instruction strings are tokenised before it (`Agent.tokenize_instructions`) and the level name
     is dropped, so no string reaches XLA. The optimiser step stays outside.
+
+    The entropy cost, learning rate, RMSProp epsilon and gradient-clipping threshold are read from
+    `hyperparameters` (`Hyperparameters`) at every update: `compute_loss` receives the
+    configuration with `entropy_cost` replaced by its variable. The learning rate is annealed
+    linearly to zero over the frames (`anneal_learning_rate`, the release's schedule) or used as
+    is (a population-based-training member, Figure F.1). Gradient clipping is on when the
+    configuration's threshold is > 0; the threshold itself is live.
     """
 
     def __init__(
@@ -186,13 +255,16 @@ class Learner(tf.Module):
         strategy: tf.distribute.Strategy | None = None,
         name: str = "learner",
         jit_compile: bool = False,
+        anneal_learning_rate: bool = True,
     ):
         super().__init__(name=name)
         self.agent = agent
         self.config = config
         self.num_action_repeats = num_action_repeats
+        self.anneal_learning_rate = anneal_learning_rate
+        self.hyperparameters = Hyperparameters(config)  # Untracked: not in checkpoints.
         self.optimizer = optimizers.RMSProp(
-            decay=config.decay, momentum=config.momentum, epsilon=config.epsilon
+            decay=config.decay, momentum=config.momentum, epsilon=self.hyperparameters.epsilon
         )
         self.num_environment_frames = tf.Variable(
             0, dtype=tf.int64, trainable=False, name="num_environment_frames"
@@ -221,8 +293,11 @@ class Learner(tf.Module):
         return batch_size * unroll_length * self.num_action_repeats
 
     def learning_rate(self) -> tf.Tensor:
+        """This update's learning rate (float32): annealed linearly, or the live value as is."""
+        if not self.anneal_learning_rate:
+            return tf.cast(self.hyperparameters.learning_rate, tf.float32)
         return optimizers.linear_learning_rate(
-            self.config.learning_rate,
+            self.hyperparameters.learning_rate,
             self.num_environment_frames,
             self.config.total_environment_frames,
         )
@@ -234,9 +309,17 @@ class Learner(tf.Module):
         time_major = to_time_major(batch)
         variables = self.agent.trainable_variables
         with tf.GradientTape() as tape:
-            loss, logs = compute_loss(self.agent, time_major, self.config)
+            loss, logs = compute_loss(self.agent, time_major, self._live_config())
         gradients = tape.gradient(loss, variables)
         return gradients, logs
+
+    def _live_config(self) -> LearnerConfig:
+        """The configuration with the live entropy cost (a variable, read at every update)."""
+        return dataclasses.replace(self.config, entropy_cost=self.hyperparameters.entropy_cost)
+
+    def _clip_threshold(self) -> tf.Variable | float:
+        """The live clipping threshold, or 0 when the configuration has no gradient clipping."""
+        return self.hyperparameters.grad_norm_clipping if self.config.grad_norm_clipping else 0.0
 
     def _tokenized_gradients(
         self, batch: structures.Trajectory
@@ -244,13 +327,22 @@ class Learner(tf.Module):
         return self.compute_gradients(batch)
 
     @tf.function
-    def train_step(self, batch: structures.Trajectory) -> dict[str, tf.Tensor]:
-        """One update on a batch-major batch `[B, T+1, ...]`; returns scalar logs."""
+    def train_step(
+        self, batch: structures.Trajectory, num_fresh: int | None = None
+    ) -> dict[str, tf.Tensor]:
+        """One update on a batch-major batch `[B, T+1, ...]`; returns scalar logs.
+
+        With experience replay (section 5.2.2) only `num_fresh` of the B trajectories are new from
+        the actors: the frame counter counts their frames alone (None: all B are new).
+        """
         if self._strategy is None:
             gradients, logs = self._local_gradients(batch)
             frames = self._frames(batch)
         else:
             gradients, logs, frames = self._all_reduced_gradients(batch)
+        if num_fresh is not None:  # frames = B x T x repeats (x learners): keep the fresh share.
+            batch_size = tf.shape(batch.env_outputs.reward, out_type=tf.int64)[0]
+            frames = frames // batch_size * num_fresh
         return self._apply(gradients, logs, frames)
 
     def _frames(self, batch: structures.Trajectory) -> tf.Tensor:
@@ -328,9 +420,7 @@ class Learner(tf.Module):
         self, gradients: list[tf.Tensor], logs: dict[str, tf.Tensor], frames: tf.Tensor
     ) -> dict[str, tf.Tensor]:
         variables = self.agent.trainable_variables
-        gradients, global_norm = optimizers.clip_gradients(
-            gradients, self.config.grad_norm_clipping
-        )
+        gradients, global_norm = optimizers.clip_gradients(gradients, self._clip_threshold())
         learning_rate = self.learning_rate()
         finite = tf.math.is_finite(logs["total_loss"]) & tf.math.is_finite(global_norm)
         finite = tf.cond(
@@ -351,12 +441,14 @@ class Learner(tf.Module):
 
         applied = tf.cond(finite, update, skip)
         logs = dict(logs)
-        clip = self.config.grad_norm_clipping
+        clip = self._clip_threshold()
         logs.update(
             learning_rate=learning_rate,
             gradient_global_norm=global_norm,
             gradient_clip_factor=(
-                tf.minimum(1.0, clip / tf.maximum(global_norm, 1e-12)) if clip else tf.constant(1.0)
+                tf.minimum(1.0, clip / tf.maximum(global_norm, 1e-12))
+                if self.config.grad_norm_clipping
+                else tf.constant(1.0)
             ),
             rmsprop_mean_square=self.optimizer.mean_square(),
             update_applied=applied,

@@ -34,6 +34,26 @@ def policy_gradient_loss(logits: tf.Tensor, actions: tf.Tensor, advantages: tf.T
     return tf.reduce_sum(cross_entropy * advantages)
 
 
+def policy_gradient_loss_from_log_probs(
+    action_log_probs: tf.Tensor, advantages: tf.Tensor
+) -> tf.Tensor:
+    """Sum over time and batch of `-action_log_probs_t * A_t` (the advantages are constants).
+
+    With `action_log_probs = log pi(a_t|x_t)` this is `policy_gradient_loss`; the learner passes
+    what its off-policy correction differentiates (`impala_tf.corrections`: `log(pi + 1e-6)` for
+    the epsilon-correction of paper section 5.2.2).
+
+    Args:
+      action_log_probs: float `[T, B]`, differentiable log-probabilities of the taken actions.
+      advantages: float `[T, B]`, policy-gradient advantages; wrapped in `tf.stop_gradient`.
+
+    Returns:
+      A scalar of `action_log_probs`' dtype.
+    """
+    advantages = tf.stop_gradient(tf.cast(advantages, action_log_probs.dtype))
+    return -tf.reduce_sum(action_log_probs * advantages)
+
+
 def baseline_loss(advantages: tf.Tensor) -> tf.Tensor:
     """`0.5 * sum(advantages^2)` over time and batch, with `advantages = vs - V(x)`.
 

@@ -55,7 +55,7 @@ class RMSProp(tf.Module):
         self,
         decay: float = 0.99,
         momentum: float = 0.0,
-        epsilon: float = 0.1,
+        epsilon: float | tf.Variable = 0.1,
         name: str = "rmsprop",
     ):
         """Creates the optimiser (no variables yet).
@@ -63,20 +63,28 @@ class RMSProp(tf.Module):
         Args:
           decay: rho, the decay of the mean-square accumulator (0.99 in the release).
           momentum: momentum coefficient (0 in the paper's DMLab runs).
-          epsilon: added to the mean square inside the square root (0.1 DMLab; 0.01 Atari).
+          epsilon: added to the mean square inside the square root (0.1 DMLab; 0.01 Atari): a
+            number, or a scalar variable read at every step (population-based training changes it
+            between updates without retracing). A variable is not part of the optimiser's
+            checkpoint.
           name: module name.
         """
         super().__init__(name=name)
         if not 0.0 <= decay < 1.0:
             raise ValueError(f"decay must be in [0, 1), got {decay}")
-        if momentum < 0.0 or epsilon <= 0.0:
+        if momentum < 0.0 or (isinstance(epsilon, int | float) and epsilon <= 0.0):
             raise ValueError(f"momentum must be >= 0 and epsilon > 0, got {momentum}, {epsilon}")
         self.decay = decay
         self.momentum = momentum
-        self.epsilon = epsilon
+        self._epsilon = _Untracked(epsilon)
         self.ms: list[tf.Variable] = []
         self.mom: list[tf.Variable] = []
         self._signature: list[tuple[tf.TensorShape, tf.DType]] | None = None
+
+    @property
+    def epsilon(self) -> float | tf.Variable:
+        """Epsilon as given: a number, or the variable read at every step."""
+        return self._epsilon.value
 
     @property
     def built(self) -> bool:
@@ -194,7 +202,8 @@ class RMSProp(tf.Module):
             gradient = tf.cast(tf.convert_to_tensor(gradient), dtype)
             new_ms = self.decay * ms + (1.0 - self.decay) * tf.square(gradient)
             lr = _as_dtype(learning_rate, dtype)
-            new_mom = self.momentum * mom + lr * gradient * tf.math.rsqrt(new_ms + self.epsilon)
+            epsilon = _as_dtype(self.epsilon, dtype)
+            new_mom = self.momentum * mom + lr * gradient * tf.math.rsqrt(new_ms + epsilon)
             finite.append(tf.reduce_all(tf.math.is_finite(variable - new_mom)))
         return tf.reduce_all(tf.stack(finite)) if finite else tf.constant(True)
 
@@ -211,7 +220,7 @@ class RMSProp(tf.Module):
             lr=_as_dtype(learning_rate, dtype),
             rho=tf.constant(self.decay, dtype),
             momentum=tf.constant(self.momentum, dtype),
-            epsilon=tf.constant(self.epsilon, dtype),
+            epsilon=_as_dtype(self.epsilon, dtype),
         )
         if isinstance(gradient, tf.IndexedSlices):
             values, indices = _sum_duplicate_indices(gradient)
@@ -231,6 +240,13 @@ class RMSProp(tf.Module):
                 grad=tf.cast(gradient, dtype),
                 **hyper,
             )
+
+
+class _Untracked:
+    """Holds a value out of `tf.Module` tracking (a variable here is not checkpointed)."""
+
+    def __init__(self, value: Any):
+        self.value = value
 
 
 def _as_dtype(value: float | tf.Tensor, dtype: tf.DType) -> tf.Tensor:
@@ -274,13 +290,14 @@ def linear_learning_rate(
 
 def clip_gradients(
     gradients: Sequence[tf.Tensor | tf.IndexedSlices | None],
-    max_norm: float | None,
+    max_norm: float | tf.Tensor | None,
 ) -> tuple[list[tf.Tensor | tf.IndexedSlices | None], tf.Tensor]:
     """Global-norm gradient clipping (`tf.clip_by_global_norm`); `None` gradients are kept.
 
     Args:
       gradients: one gradient (or `None`) per variable.
-      max_norm: the maximum global norm (40 for Atari, Table G.1); `0` or `None` disables clipping.
+      max_norm: the maximum global norm (40 for Atari, Table G.1); `0` or `None` disables clipping;
+        a scalar tensor or variable always clips (its value is read at run time).
 
     Returns:
       `(gradients, global_norm)`: the (possibly rescaled by `max_norm / global_norm` when the norm
@@ -291,7 +308,7 @@ def clip_gradients(
     present = [g for g in gradients if g is not None]
     if not present:
         return gradients, tf.constant(0.0, tf.float32)
-    if not max_norm:
+    if max_norm is None or (isinstance(max_norm, int | float) and not max_norm):
         global_norm = tf.linalg.global_norm(present)
         return gradients, tf.cast(global_norm, tf.float32)
     clipped, global_norm = tf.clip_by_global_norm(gradients, max_norm)

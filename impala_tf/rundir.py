@@ -8,6 +8,10 @@
     <logdir>/videos/              evaluation GIFs (`--record_video`)
     <logdir>/test_results.json    per-level evaluation results (`--mode=test`)
     <logdir>/events.out.tfevents.* TensorBoard summaries
+    <logdir>/sweep_run.json       a sweep's run: task, method, hyperparameters (`impala_tf.sweep`)
+    <logdir>/console.log          a sweep's run: its console output (`impala_tf.sweep`)
+    <logdir>/pbt/                 a population-based-training member's exchange with its controller
+                                  (`impala_tf.pbt.protocol`)
 
 Each file's writer and reader live together in the module named beside it; this module only names
 the paths, and writes and reads the heartbeat.
@@ -28,6 +32,9 @@ HEARTBEAT = "heartbeat.json"
 LOGS = "logs"
 VIDEOS = "videos"
 TEST_RESULTS = "test_results.json"
+SWEEP_RUN = "sweep_run.json"
+CONSOLE = "console.log"
+PBT = "pbt"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,6 +70,18 @@ class RunDir:
     @property
     def test_results(self) -> str:
         return os.path.join(self.root, TEST_RESULTS)
+
+    @property
+    def sweep_run(self) -> str:
+        return os.path.join(self.root, SWEEP_RUN)
+
+    @property
+    def console(self) -> str:
+        return os.path.join(self.root, CONSOLE)
+
+    @property
+    def pbt(self) -> str:
+        return os.path.join(self.root, PBT)
 
     def log(self, role: str, index: int) -> str:
         """`logs/<role>_<index>.log`, e.g. `logs/actor_3.log`."""

@@ -31,8 +31,10 @@ import tree
 from impala_tf import bookkeeping, builders, checkpoints, configs, rundir, structures, transport
 from impala_tf import cluster as cluster_lib
 from impala_tf import learner as learner_lib
+from impala_tf import replay as replay_lib
 from impala_tf.actor import Actor
 from impala_tf.envs import workers
+from impala_tf.pbt import member as pbt_member
 
 _LOG = logging.getLogger(__name__)
 
@@ -124,19 +126,43 @@ def update_and_publish(
     store: transport.ParameterStore,
     batch: structures.Trajectory,
     tensors: structures.Trajectory,
+    num_fresh: int | None = None,
 ) -> tuple[dict[str, Any], list[structures.EpisodeRecord], float]:
     """One learner update on a dequeued batch, then the new weights published to the actors.
 
+    Args:
+      learner: the learner.
+      store: where the actors fetch the weights.
+      batch: the trajectories dequeued from the actors (numpy), whose episodes are booked.
+      tensors: what the update trains on: `batch` as tensors, or with experience replay `batch`
+        followed by replayed trajectories (`mix_in_replay`).
+      num_fresh: with experience replay, the number of fresh trajectories (only their frames are
+        counted); None: all.
+
     Returns:
       `(logs, episodes, policy_lag)`: the update's scalar logs (numpy), the games that ended in the
-      batch, and the mean policy lag in updates (learner updates since each trajectory's weights).
+      fresh batch, and its mean policy lag in updates (learner updates since each trajectory's
+      weights).
     """
     version_before = int(learner.num_updates.numpy())
-    logs = {name: value.numpy() for name, value in learner.train_step(tensors).items()}
+    logs = {name: value.numpy() for name, value in learner.train_step(tensors, num_fresh).items()}
     store.publish(learner.agent.trainable_variables, int(learner.num_updates.numpy()))
     episodes = structures.finished_episodes(batch)
     policy_lag = float(np.mean(version_before - np.asarray(batch.params_version)))
     return logs, episodes, policy_lag
+
+
+def mix_in_replay(
+    replay: replay_lib.ReplayMixer | None,
+    batch: structures.Trajectory,
+    tensors: structures.Trajectory,
+) -> structures.Trajectory:
+    """Experience replay (section 5.2.2): the fresh batch followed by trajectories sampled from
+    the learner's buffer (which the fresh ones join first), as tensors; `tensors` unchanged
+    without replay."""
+    if replay is None:
+        return tensors
+    return _to_tensors(replay.mix(batch))
 
 
 class LearnerStuckError(RuntimeError):
@@ -331,7 +357,9 @@ def run_learner(
 
     The loop is the paper's learner (section 3): take a batch of B trajectories from the queue,
     apply one V-trace actor-critic update (`impala_tf.learner`), publish the new parameters to the
-    actors, keep the books.
+    actors, keep the books. With experience replay (section 5.2.2, `--replay_proportion`), fewer
+    trajectories come from the queue and the batch is completed from the learner's replay buffer
+    (`mix_in_replay`); only the fresh ones count as environment frames and episodes.
 
     Raises:
       bookkeeping.LogdirError: `--logdir` is not writable (checked before anything starts).
@@ -348,7 +376,13 @@ def run_learner(
 
     agent = builders.build_agent(config)
     specs = builders.trajectory_specs(config, agent)
-    learner = learner_lib.Learner(agent, lc, config.env.num_action_repeats, strategy=strategy)
+    learner = learner_lib.Learner(
+        agent,
+        lc,
+        config.env.num_action_repeats,
+        strategy=strategy,
+        anneal_learning_rate=pbt_member.anneals_learning_rate(config),
+    )
     learner.build(_to_tensors(_zeros_batch(specs, 1)))
     manager = _restore(tf.train.Checkpoint(agent=agent, learner=learner), run_dir, prefix)
     learner.broadcast_state()  # Several learners: all start from the chief's (restored) state.
@@ -364,7 +398,12 @@ def run_learner(
     books = _LearnerBooks(
         config, run_dir, task, learner, manager, trajectory_queue, log_every_seconds
     )
-    prefetcher = Prefetcher(trajectory_queue, lc.batch_size)
+    member = pbt_member.attach(books, stop.event)  # A PBT member (appendix F), or None.
+    replay = replay_lib.mixer_for(
+        lc.batch_size, lc.replay_capacity, lc.replay_proportion, seed=config.runtime.seed + task
+    )
+    num_fresh = replay.num_fresh if replay else None  # None: the whole batch is fresh.
+    prefetcher = Prefetcher(trajectory_queue, num_fresh or lc.batch_size)
     skips = _SkipGuard(config.runtime.max_consecutive_skipped_updates)
     healthy = False
     try:
@@ -374,9 +413,14 @@ def run_learner(
                 books.idle()
                 continue
             batch, tensors, _ = item
-            logs, episodes, policy_lag = update_and_publish(learner, store, batch, tensors)
+            tensors = mix_in_replay(replay, batch, tensors)
+            logs, episodes, policy_lag = update_and_publish(
+                learner, store, batch, tensors, num_fresh
+            )
             skips.check(logs)
             books.record(logs, episodes, policy_lag, skips.streak)
+            if member is not None:  # Fitness out, the controller's instruction in.
+                member.after_update(episodes)
         healthy = True
     finally:
         prefetcher.stop()
@@ -385,6 +429,8 @@ def run_learner(
         except Exception:  # Best effort: actors also notice the learner going away.
             pass
         books.close(save=healthy or skips.streak == 0)
+        if member is not None:
+            member.close()
     checksum = sum(float(np.sum(np.abs(v.numpy()), dtype=np.float64)) for v in agent.variables)
     print(f"{prefix} weights checksum: {checksum:.10e}", flush=True)
     stats = {

@@ -210,3 +210,53 @@ def test_replace_keeps_the_other_sections():
     changed = config.replace("learner", batch_size=7)
     assert changed.learner.batch_size == 7
     assert dataclasses.replace(changed, learner=config.learner) == config
+
+
+def test_pbt_settings_default_to_appendix_f():
+    pbt = configs.PBTConfig()
+    assert (pbt.pbt_population, pbt.pbt_burn_in_frames, pbt.pbt_ready_episodes) == (
+        24,
+        20_000_000,
+        5000,
+    )
+    assert (pbt.pbt_threshold, pbt.pbt_perturb_prob, pbt.pbt_perturb_factor) == (0.05, 0.33, 1.2)
+    assert pbt.pbt_learning_rate_schedule == "constant"  # The evolved value as is (Fig. F.1).
+    assert pbt.pbt_member == -1 and pbt.evolved() == ()
+
+
+def test_pbt_presets_are_the_suite_presets_that_evolve_tables_d1_and_g1():
+    for name, base in (("dmlab30_pbt", "dmlab30"), ("atari57_pbt", "atari57")):
+        pbt, fixed = configs.from_preset(name), configs.from_preset(base)
+        assert pbt.replace("pbt", pbt_hyperparameters="") == fixed
+        assert fixed.pbt.evolved() == ()
+    assert configs.from_preset("dmlab30_pbt").pbt.evolved() == (
+        "entropy_cost",
+        "learning_rate",
+        "epsilon",
+    )
+    assert configs.from_preset("atari57_pbt").pbt.evolved() == (
+        "entropy_cost",
+        "learning_rate",
+        "epsilon",
+        "grad_norm_clipping",
+    )
+    # --mode=pbt: the level's preset becomes its PBT variant where there is one.
+    assert configs.resolve(None, {"env": {"level_name": "dmlab30"}}, pbt=True).preset == (
+        "dmlab30_pbt"
+    )
+    assert configs.resolve(None, {"env": {"level_name": "toy/bandit"}}, pbt=True).preset == "toy"
+    assert configs.resolve(None, {"env": {"level_name": "dmlab30"}}).preset == "dmlab30"
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"pbt": {"pbt_hyperparameters": "learning_rat"}}, "unknown"),
+        ({"pbt": {"pbt_hyperparameters": "grad_norm_clipping"}}, "must start > 0"),
+        ({"pbt": {"pbt_member": 0}, "runtime": {"num_learners": 2}}, "one learner"),
+        ({"pbt": {"pbt_perturb_prob": 1.5}}, "pbt_perturb_prob=1.5 is out of range"),
+    ],
+)
+def test_pbt_settings_are_validated(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        configs.from_preset("toy", overrides)

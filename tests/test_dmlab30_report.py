@@ -226,3 +226,33 @@ def test_cli(tmp_path):
     )
     assert proc.returncode == 1
     assert "natlab_fixed_large_map" in proc.stderr
+
+
+def test_pbt_and_fixed_results_are_labelled_and_matched_with_their_paper_rows(tmp_path):
+    """A PBT member's results (its config says `pbt_member >= 0`, appendix F) are compared with
+    Table 3's IMPALA, deep, PBT (49.4 %), a fixed configuration's with IMPALA, deep (46.5 %)."""
+    pbt_config = {
+        "env": {"level_name": "dmlab30"},
+        "agent": {"agent": "deep"},
+        "pbt": {"pbt_member": 7},
+    }
+    fixed_config = {
+        "env": {"level_name": "dmlab30"},
+        "agent": {"agent": "deep"},
+        "pbt": {"pbt_member": -1},
+    }
+    pbt = write_results(tmp_path / "pbt.json", made_up_levels(), config=pbt_config)
+    fixed = write_results(tmp_path / "fixed.json", made_up_levels(), config=fixed_config)
+    text = report.build_report(common.load_results_files([pbt, fixed])).render("markdown")
+    assert cells(text, "ours (pbt), PBT") == ["ours (pbt), PBT", "91.7%"]
+    assert cells(text, "ours (fixed), fixed configuration")[1] == "91.7%"
+    # 2750 / 30 = 91.67 %: minus 49.4 and minus 46.5.
+    assert cells(text, "pbt") == ["pbt", "PBT", "91.7%", "IMPALA, deep, PBT", "49.4%", "42.3"]
+    assert cells(text, "fixed") == [
+        "fixed", "fixed configuration", "91.7%", "IMPALA, deep", "46.5%", "45.2",
+    ]  # fmt: skip
+    assert "`fixed`: a fixed configuration; the paper's per-level IMPALA column" in text
+    # No configuration: no label, no matching table (older results files).
+    plain = write_results(tmp_path / "plain.json", made_up_levels())
+    text = report.build_report(common.load_results_files([plain])).render("markdown")
+    assert "matching Table 3 row" not in text and cells(text, "ours") == ["ours", "91.7%"]

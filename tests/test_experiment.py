@@ -260,3 +260,19 @@ def test_memory_estimate_counts_the_batch_and_the_processes():
     assert estimate["actors"] >= 48 * 350 * 2**20
     bigger = builders.memory_estimate(config.replace("learner", batch_size=20))
     assert bigger["learner"] - estimate["learner"] == 7 * batch_frames
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (("--level_name=toy/catch",), "evolves no hyperparameter"),
+        (("--pbt_hyperparameters=learning_rate", "--num_learners=2"), "--num_learners must be 1"),
+        (("--pbt_hyperparameters=learning_rat",), "unknown ['learning_rat']"),
+    ],
+)
+def test_pbt_mode_refuses_what_it_cannot_run(tmp_path, flags, message):
+    result = run("--mode=pbt", f"--logdir={tmp_path}", *flags, timeout=120)
+    assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and message in errors[0], result.stderr
+    assert not os.path.exists(tmp_path / "events.jsonl")  # Nothing started.

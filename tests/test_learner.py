@@ -8,7 +8,7 @@ from env_fixtures import InProcessBatch
 
 from impala_tf import actor as actor_lib
 from impala_tf import learner as learner_lib
-from impala_tf import networks, structures
+from impala_tf import networks, optimizers, structures
 from impala_tf.configs import LearnerConfig
 from impala_tf.envs.base import Environment
 
@@ -311,3 +311,117 @@ def test_term_diagnostics_are_the_gradients_of_the_loss_terms():
     np.testing.assert_allclose(
         got["policy_entropy"], -losses.entropy_loss(logits) / (t * b), rtol=1e-6
     )
+
+
+# --- Live hyperparameters (population-based training, paper appendix F). -----------------------
+
+_FIXED = dict(batch_size=3, unroll_length=10, total_environment_frames=10**5)
+_CONFIG_0 = LearnerConfig(
+    learning_rate=1e-3, entropy_cost=0.01, epsilon=0.1, grad_norm_clipping=40.0, **_FIXED
+)
+_CONFIG_1 = LearnerConfig(
+    learning_rate=4e-3, entropy_cost=0.2, epsilon=1e-5, grad_norm_clipping=0.05, **_FIXED
+)
+
+
+def _learners(batch, *configs):
+    """Learners with the same initial weights, built on `batch`."""
+    learners = []
+    for config in configs:
+        tf.random.set_seed(5)
+        learner = learner_lib.Learner(make_agent(), config, num_action_repeats=4)
+        learner.build(batch)
+        learners.append(learner)
+    for other in learners[1:]:
+        for mine, theirs in zip(learners[0].variables, other.variables, strict=True):
+            theirs.assign(mine)
+    return learners
+
+
+def test_changing_a_live_hyperparameter_changes_the_next_update_without_a_retrace(
+    agent_and_batch,
+):
+    """Assigning the four live hyperparameters between updates gives the update a learner built
+    with those values computes, and `train_step` is traced once."""
+    _, batch = agent_and_batch
+    tensors = to_tensors(batch)
+    live, reference, unchanged = _learners(tensors, _CONFIG_0, _CONFIG_1, _CONFIG_0)
+    live.train_step(tensors)
+    unchanged.train_step(tensors)
+    for mine, theirs in zip(live.variables, reference.variables, strict=True):
+        theirs.assign(mine)  # The reference continues from the same state.
+    changes = live.hyperparameters.assign(
+        {name: getattr(_CONFIG_1, name) for name in learner_lib.Hyperparameters.NAMES}
+    )
+    assert set(changes) == set(learner_lib.Hyperparameters.NAMES)
+    logs = live.train_step(tensors)
+    reference.train_step(tensors)
+    unchanged.train_step(tensors)
+    assert live.train_step.experimental_get_tracing_count() == 1
+    np.testing.assert_allclose(float(logs["learning_rate"]), 4e-3 * (1 - 120 / 10**5), rtol=1e-6)
+    assert float(logs["gradient_clip_factor"]) < 1.0  # The new threshold 0.05 clips.
+    for mine, theirs in zip(
+        live.agent.trainable_variables, reference.agent.trainable_variables, strict=True
+    ):
+        np.testing.assert_allclose(mine.numpy(), theirs.numpy(), rtol=1e-6, atol=1e-7)
+    moved = max(
+        float(np.abs(a.numpy() - b.numpy()).max())
+        for a, b in zip(
+            live.agent.trainable_variables, unchanged.agent.trainable_variables, strict=True
+        )
+    )
+    assert moved > 1e-5, "the new hyperparameters did not change the update"
+
+
+def test_live_hyperparameters_compute_what_constants_did(agent_and_batch):
+    """A learner that never assigns its hyperparameters is numerically the release's update with
+    Python constants: loss with the config's entropy cost, clipping at the config's threshold,
+    RMSProp with a float epsilon, the linearly annealed learning rate."""
+    _, batch = agent_and_batch
+    tensors = to_tensors(batch)
+    (learner,) = _learners(tensors, _CONFIG_0)
+    tf.random.set_seed(5)
+    agent = make_agent()
+    optimizer = optimizers.RMSProp(decay=0.99, momentum=0.0, epsilon=_CONFIG_0.epsilon)
+    learner_lib.Learner(agent, _CONFIG_0, num_action_repeats=4).build(tensors)
+    for mine, theirs in zip(learner.agent.variables, agent.variables, strict=True):
+        theirs.assign(mine)
+    optimizer.build(agent.trainable_variables)
+
+    @tf.function
+    def constant_step(frames):
+        with tf.GradientTape() as tape:
+            loss, _ = learner_lib.compute_loss(agent, learner_lib.to_time_major(tensors), _CONFIG_0)
+        gradients = tape.gradient(loss, agent.trainable_variables)
+        gradients, _ = optimizers.clip_gradients(gradients, _CONFIG_0.grad_norm_clipping)
+        lr = optimizers.linear_learning_rate(
+            _CONFIG_0.learning_rate, frames, _CONFIG_0.total_environment_frames
+        )
+        optimizer.apply(gradients, agent.trainable_variables, lr)
+
+    for step in range(2):
+        learner.train_step(tensors)
+        constant_step(tf.constant(step * 120, tf.int64))
+    for mine, theirs in zip(
+        learner.agent.trainable_variables, agent.trainable_variables, strict=True
+    ):
+        np.testing.assert_array_equal(mine.numpy(), theirs.numpy())
+
+
+def test_a_pbt_member_uses_the_learning_rate_as_is_and_checkpoints_no_hyperparameter(
+    agent_and_batch, tmp_path
+):
+    _, batch = agent_and_batch
+    tensors = to_tensors(batch)
+    learner = learner_lib.Learner(
+        make_agent(), _CONFIG_0, num_action_repeats=4, anneal_learning_rate=False
+    )
+    learner.build(tensors)
+    for _ in range(2):
+        logs = learner.train_step(tensors)
+    np.testing.assert_allclose(float(logs["learning_rate"]), 1e-3, rtol=1e-7)  # Not annealed.
+    path = tf.train.Checkpoint(agent=learner.agent, learner=learner).save(str(tmp_path / "c"))
+    names = [name for name, _ in tf.train.list_variables(path)]
+    assert not any(
+        f"/{name}/" in f"/{n}" for n in names for name in learner_lib.Hyperparameters.NAMES
+    ), names

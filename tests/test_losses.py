@@ -50,6 +50,25 @@ def test_policy_gradient_loss_value_and_gradient():
     assert tape.gradient(loss, advantages_var) is None
 
 
+def test_policy_gradient_loss_from_log_probs_is_the_same_loss():
+    """With `log pi(a|x)` as input, the learner's form equals `policy_gradient_loss` (value and
+    gradient); the advantages stay constants."""
+    logits, actions, advantages = _inputs(seed=1)
+    logits_var = tf.Variable(logits)
+    advantages_var = tf.Variable(advantages)
+    with tf.GradientTape(persistent=True) as tape:
+        log_probs = -tf.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=actions, logits=logits_var
+        )
+        loss = losses.policy_gradient_loss_from_log_probs(log_probs, advantages_var)
+        reference = losses.policy_gradient_loss(logits_var, actions, advantages)
+    np.testing.assert_allclose(loss.numpy(), reference.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(
+        tape.gradient(loss, logits_var).numpy(), tape.gradient(reference, logits_var).numpy()
+    )
+    assert tape.gradient(loss, advantages_var) is None
+
+
 def test_baseline_loss_gradient_is_minus_advantage():
     rng = np.random.default_rng(1)
     vs = rng.normal(size=(4, 3))

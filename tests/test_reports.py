@@ -453,3 +453,67 @@ def test_training_curves_from_the_learners_summaries(tmp_path):
     paths = curves.write_curves(str(tmp_path))
     assert sorted(os.path.basename(p) for p in paths) == ["returns.png", "training.png"]
     assert curves.plot_training({}) is None
+
+
+def test_atari_results_are_matched_with_the_table_4_row_of_their_kind(tmp_path):
+    """A multi-task PBT member is compared with IMPALA, deep, multi-task (59.7 %, trained with PBT,
+    Table G.1); a fixed multi-task configuration is flagged as having no fixed paper row."""
+    made_up = made_up_atari()
+    paths = []
+    for name, member in (("pbt", 0), ("fixed", -1)):
+        config = {"env": {"level_name": "atari57"}, "agent": {"agent": "deep"}}
+        config["pbt"] = {"pbt_member": member}
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"levels": made_up, "config": config}))
+        paths.append(str(path))
+    text = atari_report.build_report(common.load_results_files(paths)).render("markdown")
+    assert cells(text, "ours (pbt), PBT")[:2] == ["ours (pbt), PBT", "118.1%"]
+    row = cells(text, "pbt")
+    assert row[:6] == ["pbt", "PBT", "118.1%", "IMPALA, deep, multi-task", "59.7%", "58.4"]
+    row = cells(text, "fixed")
+    assert row[1] == "fixed configuration" and "used PBT: no fixed row" in row[6]
+
+
+def test_pbt_report_plots_fitness_lineage_and_schedules(tmp_path):
+    """A synthetic population of 2: member 1 copies member 0 at its frame 200 (member 0's
+    checkpoint at 180); the best lineage runs through member 0 then member 1."""
+    from impala_tf.pbt import ancestry, controller, protocol
+    from impala_tf.reports import pbt as pbt_report
+
+    pbt_dir = str(tmp_path / "pbt")
+    settings = controller.Settings(2, ("learning_rate",), 0, 10, seed=1)
+    population = controller.Controller(pbt_dir, settings, say=lambda _: None)
+    reference = {"learning_rate": 1e-3, "total_environment_frames": 400, "preset": "toy"}
+    population.open([{"learning_rate": 1e-3}, {"learning_rate": 1e-7}], reference)
+    for member, values in ((0, [0.2, 0.6, 0.8]), (1, [0.3, 0.3, 0.9])):
+        logdir = protocol.member_dir(pbt_dir, member)
+        for frames, value in zip((100, 200, 300), values, strict=True):
+            hyper = {"learning_rate": 1e-3 if member == 0 or frames > 200 else 1e-7}
+            protocol.append_fitness(logdir, frames, 0, 10, value, hyper)
+    population.record(
+        ancestry.Step(1, 1, 200, 0.3, 0, 0.6, True, "members/0/checkpoints/ckpt-180", 180,
+                      {"learning_rate": 1.2e-3})
+    )  # fmt: skip
+    for member, fitness in ((0, 0.8), (1, 0.9)):
+        protocol.write_status(
+            protocol.member_dir(pbt_dir, member),
+            protocol.Status(member, 300, 1, 10, 10, fitness, None, {"learning_rate": 1.2e-3}),
+        )
+    lines = pbt_report.write_report(pbt_dir, str(tmp_path / "out"))
+    assert lines[0] == "1 evolution steps, 1 copies"
+    assert lines[1] == "best member: 1, fitness 0.9 at 300 frames"
+    assert lines[2] == "its lineage (member, frames): 0 (0-180) -> 1 (200-300)"
+    assert lines[-3].endswith(f"--mode=test --logdir={protocol.member_dir(pbt_dir, 1)}")
+    for name in (pbt_report.FITNESS_PNG, pbt_report.HYPERPARAMETERS_PNG):
+        assert os.path.getsize(tmp_path / "out" / name) > 1000
+    data = pbt_report.load(pbt_dir)
+    figure = pbt_report.fitness_figure(data)
+    lineage = [line for line in figure.axes[0].get_lines() if "lineage" in line.get_label()]
+    np.testing.assert_allclose(lineage[0].get_xdata(), [100, 180 + 100])  # Lineage frames.
+    np.testing.assert_allclose(lineage[0].get_ydata(), [0.2, 0.9])
+    schedule = pbt_report.hyperparameters_figure(data).axes[0]
+    labels = [line.get_label() for line in schedule.get_lines()]
+    assert any(label.startswith("linear annealing of the fixed configuration") for label in labels)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert pbt_report.main([str(empty)]) == 1

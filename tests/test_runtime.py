@@ -208,7 +208,7 @@ def test_killed_actor_is_restarted_and_the_run_completes(tmp_path):
     finally:
         _kill_tree(run)
     output = _read(tmp_path / "run.log")
-    assert "actor 0 exited with status" in output and "restarting" in output, output
+    assert "actor 0 was killed by SIGKILL" in output and "restarting" in output, output
     assert "done:" in output
     _assert_no_leftovers(run)
 

@@ -1,7 +1,7 @@
 """Paper-table reproduction scripts and plots (paper Tables 1, 3, 4, B.1, C.1; Figs. 4, 5 style).
 
-Scripts (each a `main` with argparse; Python + matplotlib, TensorFlow only where `curves` reads the
-episode log through `impala_tf.bookkeeping`):
+Scripts (each a `main` with argparse; Python + matplotlib, TensorFlow only where `curves` and
+`table2` read the episode log through `impala_tf.bookkeeping`):
 
 - `python -m dmlab30.report RESULTS.json [...]`: Table 3 and Table B.1 next to our evaluation.
 - `python -m impala_tf.reports.atari57 RESULTS.json [...]`: Table 4 and Table C.1.
@@ -10,6 +10,10 @@ episode log through `impala_tf.bookkeeping`):
 - `python -m impala_tf.reports.bars RESULTS.json`: per-level human-normalised test scores against the
   paper's (Table B.1, Table C.1).
 - `python -m impala_tf.reports.throughput BENCHMARK.json`: a Table-1-style throughput table.
+- `python -m impala_tf.reports.pbt PBT_DIR`: a population-based-training run's fitness, best lineage
+  and hyperparameter schedules (appendix F, Figure F.1).
+- `python -m impala_tf.reports.table2 RUNS_DIR`: Table 2 (section 5.2.2) from the runs of
+  `python -m impala_tf.sweep`, the paper's values beside ours.
 
 Shared pieces (results-file loading and validation, Markdown / CSV rendering) are in
 `impala_tf.reports.common`; every score is computed by `impala_tf.scores`.

@@ -5,8 +5,10 @@ Usage::
     python -m impala_tf.reports.atari57 RESULTS.json [RESULTS2.json ...] [--format=markdown|csv]
         [--output=PATH]
 
-Each results file becomes one "ours" column named by its file stem; `atari/<game>` (or bare `<game>`)
-levels are scored, others listed and ignored. Per game the mean return is normalised with the
+Each results file becomes one "ours" column named by its file stem, labelled PBT or fixed
+configuration from the configuration it carries and compared with the Table 4 row of the same kind
+of agent (the multi-task agent was trained with population-based training, Table G.1); `atari/<game>`
+(or bare `<game>`) levels are scored, others listed and ignored. Per game the mean return is normalised with the
 references of the DQN line of work (`impala_tf.atari57`); the median and mean over the 57 games are
 Table 4's, the mean taking video_pinball's random score as 0 (the convention under which the paper's
 Table 4 means follow from its Table C.1). The output ends with the first file's median and mean.
@@ -88,7 +90,54 @@ def score_results(results: EvaluationResults) -> AtariScores:
 
 
 def _ours_label(results: Sequence[EvaluationResults], r: EvaluationResults) -> str:
-    return "ours" if len(results) == 1 else f"ours ({r.name})"
+    label = "ours" if len(results) == 1 else f"ours ({r.name})"
+    kind = common.training_kind(r)
+    return label if kind is None else f"{label}, {kind}"
+
+
+def paper_counterpart(r: EvaluationResults) -> tuple[str | None, str]:
+    """The Table 4 row to compare a results file with, and a note on the match.
+
+    An `atari57` run: IMPALA, deep, multi-task, which the paper trained with population-based
+    training (Table G.1), so a PBT member matches it and a fixed configuration only approximately;
+    per-game runs: IMPALA, deep (or shallow), experts.
+    """
+    kind = common.training_kind(r)
+    if kind is None:
+        return None, "the results file carries no configuration (PBT or fixed unknown)"
+    agent = common.config_value(r, "agent", "agent") or "deep"
+    level = common.config_value(r, "env", "level_name")
+    if level == "atari57":
+        if agent != "deep":
+            return None, f"the paper has no {agent} multi-task row"
+        if kind == common.PBT:
+            return "IMPALA, deep, multi-task", "multi-task, PBT as in the paper"
+        return "IMPALA, deep, multi-task", "the paper's multi-task agent used PBT: no fixed row"
+    row = {"deep": "IMPALA, deep, experts", "shallow": "IMPALA, shallow, experts"}.get(agent)
+    return row, f"one agent per game, {kind}"
+
+
+def table_matching(results: Sequence[EvaluationResults], scores: Sequence[AtariScores]) -> Table:
+    """Each results file's median next to the Table 4 row of the same kind of agent."""
+    table = Table(
+        "Ours against the paper's matching Table 4 row (median)",
+        [
+            Column("Results"),
+            Column("Training"),
+            Column("Ours", digits=1, suffix="%"),
+            Column("Paper row"),
+            Column("Paper", digits=1, suffix="%"),
+            Column("Ours - paper", digits=1),
+            Column("Note"),
+        ],
+    )
+    for r, s in zip(results, scores, strict=True):
+        row, note = paper_counterpart(r)
+        paper = atari57.TABLE_4[row].median if row else None
+        diff = None if paper is None or s.median is None else s.median - paper
+        kind = common.training_kind(r) or "unknown"
+        table.add_row([r.name, kind, s.median, row or "n/a", paper, diff, note])
+    return table
 
 
 def table_4(results: Sequence[EvaluationResults], scores: Sequence[AtariScores]) -> Table:
@@ -189,7 +238,10 @@ def build_report(results: Sequence[EvaluationResults]) -> Report:
         common.percent_line(MEDIAN_LABEL, first.median, reason),
         common.percent_line(MEAN_LABEL, first.mean, reason),
     ]
-    return Report([table_4(results, scores), table_c1(results, scores)], lines)
+    tables = [table_4(results, scores), table_c1(results, scores)]
+    if any(common.training_kind(r) for r in results):  # Only files that say how they trained.
+        tables.insert(1, table_matching(results, scores))
+    return Report(tables, lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -140,6 +140,25 @@ def parse_results(data: Any, name: str, source: str = "<memory>") -> EvaluationR
     )
 
 
+PBT = "PBT"
+FIXED = "fixed configuration"
+
+
+def training_kind(results: EvaluationResults) -> str | None:
+    """How the evaluated agent was trained, from the configuration the results file carries:
+    `PBT` for a population-based-training member (its config's `pbt.pbt_member >= 0`, paper
+    appendix F), `FIXED` for any other run, None when the file carries no configuration."""
+    if not results.config:
+        return None
+    member = (results.config.get("pbt") or {}).get("pbt_member", -1)
+    return PBT if isinstance(member, int) and member >= 0 else FIXED
+
+
+def config_value(results: EvaluationResults, section: str, name: str) -> Any:
+    """A value of the configuration the results file carries, or None."""
+    return (results.config.get(section) or {}).get(name)
+
+
 def load_results(path: str, name: str | None = None) -> EvaluationResults:
     """Reads and validates one results file; `name` defaults to the file stem.
 

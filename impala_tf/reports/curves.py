@@ -40,7 +40,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from impala_tf import scores
+from impala_tf import rundir, scores
 from impala_tf.bookkeeping import read_episodes
 
 Episode = dict[str, object]
@@ -54,7 +54,7 @@ def load_episodes(logdir: str) -> list[Episode]:
       FileNotFoundError: no episode log in `logdir`.
       ValueError: the log has no episodes or unexpected columns.
     """
-    path = os.path.join(logdir, "episodes.csv")
+    path = rundir.RunDir(logdir).episodes
     if not os.path.exists(path):
         raise FileNotFoundError(f"no episode log {path!r} (written by training runs)")
     try:

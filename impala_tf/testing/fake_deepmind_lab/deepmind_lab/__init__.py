@@ -33,7 +33,9 @@ import numpy as np
 IS_FAKE = True
 EPISODE_FRAMES = 40
 NUM_MAPS = 4
-MISSING_MAP_PREFIX = "missing_map"  # Levels named so fail at every reset, as a level whose map is absent.
+MISSING_MAP_PREFIX = (
+    "missing_map"  # Levels named so fail at every reset, as a level whose map is absent.
+)
 REWARD_WEIGHTS = np.array([0.01, 0.0, 0.1, 1.0, 10.0, 0.0, 0.0])
 INSTANCES: list[Lab] = []
 

@@ -1,0 +1,137 @@
+"""The PBT controller's decisions and its state in the population directory (appendix F)."""
+
+import dataclasses
+import os
+
+import pytest
+
+from impala_tf import configs
+from impala_tf.pbt import ancestry, controller, protocol, rules
+
+EVOLVED = ("entropy_cost", "learning_rate", "epsilon")
+
+
+def settings(**overrides):
+    values = dict(population=3, evolved=EVOLVED, burn_in_frames=1000, ready_episodes=10, seed=4)
+    values.update(overrides)
+    return controller.Settings(**values)
+
+
+def report(pbt_dir, member, frames, step, episodes, fitness, checkpoint=True, **hyper):
+    protocol.write_status(
+        protocol.member_dir(pbt_dir, member),
+        protocol.Status(
+            member=member,
+            frames=frames,
+            step=step,
+            episodes_since_step=episodes,
+            window_episodes=episodes,
+            fitness=fitness,
+            checkpoint=f"members/{member}/checkpoints/ckpt-{frames}" if checkpoint else None,
+            hyperparameters=hyper,
+        ),
+    )
+
+
+def test_settings_from_the_configuration():
+    config = configs.from_preset("dmlab30_pbt", {"runtime": {"seed": 9}})
+    s = controller.Settings.from_config(config)
+    assert s == controller.Settings(24, EVOLVED, 20_000_000, 5000, 0.05, 0.33, 1.2, 9)
+    atari = controller.Settings.from_config(configs.from_preset("atari57_pbt"))
+    assert atari.evolved == (*EVOLVED, "grad_norm_clipping")
+
+
+def test_a_new_population_samples_and_writes_every_members_instruction(tmp_path):
+    pbt_dir = str(tmp_path)
+    pbt = controller.Controller(pbt_dir, settings(), say=lambda _: None)
+    assert not pbt.open()
+    for i in range(3):
+        instruction = protocol.read_instruction(protocol.member_dir(pbt_dir, i))
+        expected = rules.sample_initial(EVOLVED, rules.decision_rng(4, "init", i))
+        assert instruction == protocol.Instruction(0, expected)
+    kinds = [e["event"] for e in protocol.read_events(pbt_dir)]
+    assert kinds == ["start", "init", "init", "init"]
+
+
+def test_burn_in_and_ready_episodes_gate_the_steps(tmp_path):
+    pbt_dir = str(tmp_path)
+    pbt = controller.Controller(pbt_dir, settings(), say=lambda _: None)
+    pbt.open([{n: 1e-3 for n in EVOLVED}] * 3)
+    report(pbt_dir, 0, 900, 0, 50, 0.1)  # Burn-in not over.
+    report(pbt_dir, 1, 2000, 0, 9, 0.1)  # Not enough episodes.
+    report(pbt_dir, 2, 2000, -1, 50, 0.1)  # Has not applied its instruction yet.
+    assert pbt.poll() == []
+    report(pbt_dir, 1, 2000, 0, 10, 0.1)
+    (taken,) = pbt.poll()
+    assert (taken.member, taken.step, taken.frames) == (1, 1, 2000)
+    # Until member 1 applies step 1 and collects 10 more episodes, nothing more happens.
+    assert pbt.poll() == []
+    report(pbt_dir, 1, 2100, 1, 3, 0.1)
+    assert pbt.poll() == []
+    report(pbt_dir, 1, 2200, 1, 10, 0.1)
+    assert [s.step for s in pbt.poll()] == [2]
+
+
+def test_a_member_copies_a_better_one_and_the_instruction_names_its_checkpoint(tmp_path):
+    pbt_dir = str(tmp_path)
+    pbt = controller.Controller(pbt_dir, settings(population=2), say=lambda _: None)
+    good = {"entropy_cost": 0.01, "learning_rate": 2e-3, "epsilon": 0.1}
+    hopeless = {"entropy_cost": 0.01, "learning_rate": 1e-7, "epsilon": 0.1}
+    pbt.open([good, hopeless])
+    report(pbt_dir, 0, 5000, 0, 5, 0.9, **good)  # Not ready, but has a fitness and a checkpoint.
+    report(pbt_dir, 1, 4800, 0, 10, 0.3, **hopeless)
+    (taken,) = pbt.poll()
+    assert taken.copy and taken.other == 0
+    assert (taken.fitness, taken.other_fitness) == (0.3, 0.9)
+    assert taken.checkpoint == "members/0/checkpoints/ckpt-5000"
+    assert taken.checkpoint_frames == 5000
+    for name in EVOLVED:  # Member 0's values, each perturbed by 1.2, 1/1.2 or not at all.
+        ratio = taken.hyperparameters[name] / good[name]
+        assert min(abs(ratio - r) for r in (1.0, 1.2, 1 / 1.2)) < 1e-12
+    instruction = protocol.read_instruction(protocol.member_dir(pbt_dir, 1))
+    assert instruction == protocol.Instruction(
+        1, taken.hyperparameters, 0, "members/0/checkpoints/ckpt-5000"
+    )
+    (logged,) = ancestry.steps(protocol.read_events(pbt_dir))  # Logged, with its time.
+    assert dataclasses.replace(logged, time=0.0) == taken
+
+
+def test_no_copy_within_the_threshold_or_without_a_checkpoint(tmp_path):
+    pbt_dir = str(tmp_path)
+    pbt = controller.Controller(pbt_dir, settings(population=2), say=lambda _: None)
+    pbt.open([{n: 1e-3 for n in EVOLVED}] * 2)
+    report(pbt_dir, 0, 5000, 0, 0, 0.34)
+    report(pbt_dir, 1, 5000, 0, 10, 0.30)
+    (taken,) = pbt.poll()
+    assert taken.other == 0 and not taken.copy  # 0.34 is not more than 0.30 + 0.05.
+    report(pbt_dir, 0, 5000, 0, 0, 0.9, checkpoint=False)
+    report(pbt_dir, 1, 5100, 1, 10, 0.30)
+    (taken,) = pbt.poll()
+    assert not taken.copy and taken.other_fitness is None  # Nothing to copy from.
+
+
+def test_a_restarted_controller_continues_the_same_population(tmp_path):
+    pbt_dir = str(tmp_path)
+    first = controller.Controller(pbt_dir, settings(), say=lambda _: None)
+    first.open()
+    report(pbt_dir, 2, 2000, 0, 10, 0.5)
+    (taken,) = first.poll()
+    # The instruction file is lost (or was never written: a crash right after the log entry).
+    os.remove(os.path.join(protocol.member_files(pbt_dir, 2), protocol.INSTRUCTION))
+    second = controller.Controller(pbt_dir, settings(), say=lambda _: None)
+    assert second.open()  # Resumed: no new sampling.
+    assert second.instructions == first.instructions
+    assert protocol.read_instruction(protocol.member_dir(pbt_dir, 2)).step == 1
+    kinds = [e["event"] for e in protocol.read_events(pbt_dir)]
+    assert kinds == ["start", "init", "init", "init", "step", "start"]
+    report(pbt_dir, 2, 2500, 1, 10, 0.5)
+    assert [s.step for s in second.poll()] == [2]
+    with pytest.raises(controller.PopulationMismatchError, match="population of 3"):
+        controller.Controller(pbt_dir, settings(population=4)).open()
+
+
+def test_best_member():
+    status = lambda m, f: protocol.Status(m, 0, 0, 0, 0, f, None, {})  # noqa: E731
+    assert controller.best_member({0: status(0, 0.2), 1: status(1, 0.7), 2: None}) == 1
+    assert controller.best_member({0: status(0, 0.7), 1: status(1, 0.7)}) == 0
+    assert controller.best_member({0: status(0, None)}) is None

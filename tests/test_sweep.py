@@ -1,0 +1,396 @@
+"""Tests of `impala_tf.sweep` and `impala_tf.reports.table2` (paper section 5.2.2, Tables 2 and D.1).
+
+The sampling, planning, launching and collecting are tested with a stand-in for the experiment (a
+script that writes an `episodes.csv` whose returns encode its flags), and the report on results
+made in memory; one integration test runs a tiny real study (2 sets x 2 corrections with replay,
+a few seconds of training each) and its report. Runtime: about 10 s, plus about a minute for the
+integration test on 2 idle CPU cores.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import psutil
+import pytest
+
+from impala_tf import rundir, sweep
+from impala_tf.reports import common, paper_table2, table2
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Written from the paper (Table D.1), not read from the code.
+PAPER_ENTROPY_COST = (5e-5, 1e-2)
+PAPER_LEARNING_RATE = (5e-6, 5e-3)
+PAPER_EPSILONS = {1e-1, 1e-3, 1e-5, 1e-7}
+
+
+def test_the_sets_follow_table_d1_and_are_fixed_by_the_seed():
+    sets = sweep.sample_hyperparameters(24, seed=1)
+    assert len(sets) == 24 and [s.index for s in sets] == list(range(24))
+    assert sets == sweep.sample_hyperparameters(24, seed=1)  # Same seed, same 24 sets.
+    assert sets != sweep.sample_hyperparameters(24, seed=2)
+    assert sweep.sample_hyperparameters(6, seed=1) == sets[:6]  # A shorter sweep: a prefix.
+    for s in sets:
+        assert PAPER_ENTROPY_COST[0] <= s.entropy_cost <= PAPER_ENTROPY_COST[1]
+        assert PAPER_LEARNING_RATE[0] <= s.learning_rate <= PAPER_LEARNING_RATE[1]
+        assert s.epsilon in PAPER_EPSILONS
+    assert len({s.epsilon for s in sets}) >= 3
+
+
+def test_rates_are_log_uniform():
+    """Half the draws fall below the geometric mean of the range (a uniform draw: about 3 %)."""
+    sets = sweep.sample_hyperparameters(4000, seed=3)
+    for values, (low, high) in (
+        ([s.learning_rate for s in sets], PAPER_LEARNING_RATE),
+        ([s.entropy_cost for s in sets], PAPER_ENTROPY_COST),
+    ):
+        below = np.mean(np.asarray(values) < math.sqrt(low * high))
+        assert abs(below - 0.5) < 0.04, below
+    counts = np.unique([s.epsilon for s in sets], return_counts=True)[1]
+    assert len(counts) == 4 and counts.min() > 850
+
+
+def test_every_method_and_replay_setting_gets_the_same_sets(tmp_path):
+    study = sweep.STUDIES["paper"]
+    sets = sweep.sample_hyperparameters(24)
+    runs = sweep.plan(study, str(tmp_path), sets)
+    assert len(runs) == 5 * 4 * 2 * 24  # Tasks x corrections x replay x sets.
+    assert len({r.logdir for r in runs}) == len(runs)
+    by_set: dict[int, set] = {}
+    for r in runs:
+        by_set.setdefault(r.hyperparameters.index, set()).add(
+            (r.hyperparameters.entropy_cost, r.hyperparameters.learning_rate, r.seed)
+        )
+        flags = set(r.flags)
+        assert f"--off_policy_correction={r.method}" in flags
+        assert f"--level_name={r.task}" in flags
+        assert f"--learning_rate={r.hyperparameters.learning_rate!r}" in flags
+        assert ("--replay_capacity=10000" in flags) == r.replay
+        assert ("--replay_proportion=0.5" in flags) == r.replay
+        assert {"--preset=dmlab", "--agent=shallow"} <= flags
+    assert all(len(v) == 1 for v in by_set.values())  # One set (and seed) per index.
+    # Set-major order: a partial study has whole sets.
+    assert [r.hyperparameters.index for r in runs[:40]] == [0] * 40
+
+
+def test_the_small_study_is_the_paper_protocol_on_one_machine(tmp_path):
+    small = sweep.STUDIES["small"]
+    assert small.methods == sweep.METHODS and small.replay == (False, True)
+    assert small.replay_proportion == 0.5 and 0 < small.replay_capacity < 10_000
+    runs = sweep.plan(small, str(tmp_path), sweep.sample_hyperparameters(small.num_sets))
+    assert len(runs) == 8 * small.num_sets
+    command = runs[0].command("python")
+    assert command[:3] == ["python", "-m", "impala_tf.experiment"]
+
+
+def test_a_directory_keeps_its_study_and_sets(tmp_path):
+    small = sweep.STUDIES["small"]
+    first = sweep.prepare(str(tmp_path), small, 3, seed=5)
+    stored = sweep.read_sweep(str(tmp_path))
+    assert stored["study"] == "small" and stored["seed"] == 5 and len(stored["sets"]) == 3
+    # Recorded sets win over a new sample, and more sets extend them.
+    stored["sets"][0]["learning_rate"] = 1e-4
+    rundir.write_json_atomically(os.path.join(tmp_path, sweep.SWEEP_FILE), stored)
+    again = sweep.prepare(str(tmp_path), small, 4, seed=5)
+    assert again[0].learning_rate == 1e-4 and again[1:3] == first[1:3] and len(again) == 4
+    with pytest.raises(ValueError, match="holds study 'small' with seed 5"):
+        sweep.prepare(str(tmp_path), small, 4, seed=6)
+    with pytest.raises(ValueError, match="holds study 'small'"):
+        sweep.prepare(str(tmp_path), sweep.STUDIES["paper"], 4, seed=5)
+
+
+FAKE_EXPERIMENT = textwrap.dedent(
+    """
+    # Stands in for `python -m impala_tf.experiment`: 150 episodes whose return encodes the run.
+    import csv, os, sys, time
+    flags = dict(a[2:].split("=", 1) for a in sys.argv[1:] if a.startswith("--") and "=" in a)
+    mode = os.environ.get("FAKE_MODE", "")
+    if mode == "fail" and flags["off_policy_correction"] == "none":
+        sys.exit(3)
+    if mode == "hang" and flags["off_policy_correction"] == "none":
+        time.sleep(600)
+    value = float(flags["learning_rate"]) * 1000 + (1.0 if flags["off_policy_correction"] == "vtrace" else 0.0)
+    os.makedirs(flags["logdir"], exist_ok=True)
+    with open(os.path.join(flags["logdir"], "episodes.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["environment_frames", "level_name", "episode_return", "episode_frames",
+                    "actor_id", "wall_time"])
+        for i in range(150):
+            w.writerow([i, flags["level_name"], value if i >= 50 else -100.0, 11, 0, 0.0])
+    print("fake run done", flags["logdir"])
+    """
+)
+
+
+def _fake(tmp_path):
+    path = tmp_path / "fake_experiment.py"
+    path.write_text(FAKE_EXPERIMENT)
+    return [sys.executable, str(path)]
+
+
+def _tiny_plan(runs_dir, num_sets=2):
+    study = sweep.STUDIES["small"]
+    sets = sweep.prepare(str(runs_dir), study, num_sets, seed=1)
+    return sweep.plan(study, str(runs_dir), sets, methods=["vtrace", "none"], replay=[True])
+
+
+@pytest.mark.timeout(120)
+def test_execute_runs_in_parallel_records_manifests_and_skips_finished(tmp_path):
+    runs_dir = tmp_path / "runs"
+    runs = _tiny_plan(runs_dir)
+    out = io.StringIO()
+    counts = sweep.execute(
+        runs, parallel=2, argv_prefix=_fake(tmp_path), out=out, poll_seconds=0.05
+    )
+    assert counts == {"finished": 4}, out.getvalue()
+    for run in runs:
+        manifest = sweep.read_manifest(run.logdir)
+        assert manifest["status"] == "finished" and manifest["exit_code"] == 0
+        assert (
+            manifest["method"] == run.method and manifest["set_index"] == run.hyperparameters.index
+        )
+        assert manifest["hyperparameters"]["learning_rate"] == run.hyperparameters.learning_rate
+        assert "fake run done" in open(rundir.RunDir(run.logdir).console).read()
+    assert "[4/4]" in out.getvalue()
+    # Again: everything finished is skipped.
+    counts = sweep.execute(runs, argv_prefix=_fake(tmp_path), out=io.StringIO(), poll_seconds=0.05)
+    assert counts == {"skipped": 4}
+    # Final returns: the mean of the last K = 100 episodes (the first 50 of 150 are -100).
+    results = sweep.collect(str(runs_dir))
+    assert len(results) == 4
+    for r in results:
+        lr = r.manifest["hyperparameters"]["learning_rate"]
+        expected = lr * 1000 + (1.0 if r.manifest["method"] == "vtrace" else 0.0)
+        assert r.episodes == 100 and r.final_return == pytest.approx(expected)
+    value, count = sweep.final_return(runs[0].logdir, last_episodes=120)
+    assert count == 120 and value < 0  # 20 of the -100 episodes.
+
+
+@pytest.mark.timeout(120)
+def test_failed_and_timed_out_runs_are_recorded_and_run_again(tmp_path, monkeypatch):
+    runs_dir = tmp_path / "runs"
+    runs = _tiny_plan(runs_dir, num_sets=1)
+    monkeypatch.setenv("FAKE_MODE", "fail")
+    counts = sweep.execute(runs, argv_prefix=_fake(tmp_path), out=io.StringIO(), poll_seconds=0.05)
+    assert counts == {"finished": 1, "failed": 1}
+    failed = [r for r in runs if r.method == "none"][0]
+    assert sweep.read_manifest(failed.logdir)["exit_code"] == 3
+    monkeypatch.setenv("FAKE_MODE", "hang")
+    start = time.time()
+    counts = sweep.execute(
+        runs, run_timeout=2.0, argv_prefix=_fake(tmp_path), out=io.StringIO(), poll_seconds=0.05
+    )
+    assert counts == {"skipped": 1, "timeout": 1} and time.time() - start < 30
+    assert sweep.read_manifest(failed.logdir)["status"] == "timeout"
+    assert not [
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if failed.logdir in " ".join(p.info["cmdline"] or [])
+    ]
+
+
+def test_best_mean_takes_the_best_three():
+    assert table2.best_mean([1.0, 5.0, 3.0, 4.0, -2.0]) == pytest.approx(4.0)
+    assert table2.best_mean([2.0, 1.0]) == pytest.approx(1.5)  # Fewer than 3: all of them.
+    assert table2.best_mean([]) is None
+    assert table2.best_mean([1.0, 5.0, 3.0], best=1) == 5.0
+
+
+def _result(task, method, replay, set_index, value):
+    manifest = {
+        "task": task,
+        "method": method,
+        "replay": replay,
+        "set_index": set_index,
+        "status": "finished",
+        "hyperparameters": {"entropy_cost": 1e-3, "learning_rate": 1e-4, "epsilon": 0.1},
+    }
+    return sweep.RunResult(manifest, value, 0 if value is None else 100)
+
+
+def test_report_puts_the_best_three_mean_beside_the_paper():
+    results = []
+    for replay in (False, True):
+        for m, method in enumerate(paper_table2.METHODS):
+            for s, value in enumerate([1.0, 9.0, 7.0, 3.0]):  # Best 3: 9, 7, 3 -> 19/3.
+                results.append(
+                    _result("rooms_watermaze", method, replay, s, value + m + 10 * replay)
+                )
+    results.append(_result("rooms_watermaze", "none", True, 4, None))  # No episodes: ignored.
+    report = table2.build_report(results)
+    tables, lines = common.parse_csv_report(report.render("csv"))
+    rows = tables[table2.TITLE]
+    assert [(r["Replay"], r["Correction"]) for r in rows] == [
+        (replay, label)
+        for replay in ("without replay", "with replay")
+        for label in ("V-trace", "1-Step", "epsilon-correction", "No-correction")
+    ]
+    for row in rows:
+        replay = row["Replay"] == "with replay"
+        m = [paper_table2.METHOD_LABELS[k] for k in paper_table2.METHODS].index(row["Correction"])
+        assert float(row["Task 1 ours"]) == pytest.approx(19 / 3 + m + 10 * replay)
+        assert row["Sets"] == "4"
+    assert float(rows[0]["Task 1 paper"]) == 46.8  # V-trace without replay, rooms_watermaze.
+    assert float(rows[7]["Task 1 paper"]) == 35.0  # No-correction with replay.
+    assert lines[-1] == "Runs with episodes: 32 of 33"
+    assert len(tables) == 1  # On a paper task the paper's values are beside ours.
+    markdown = report.render("markdown")
+    assert "Task 1 = rooms_watermaze" in markdown
+
+
+def test_report_on_a_toy_study_adds_the_papers_table():
+    results = [
+        _result("toy/catch", "vtrace", True, 0, 0.5),
+        _result("toy/catch", "none", True, 0, 0.1),
+    ]
+    tables, _ = common.parse_csv_report(
+        table2.build_report(results, include_runs=True).render("csv")
+    )
+    assert set(tables) == {
+        table2.TITLE,
+        "Table 2 as printed in the paper (DMLab, best 3 of 24 sets)",
+        "Runs",
+    }
+    ours = tables[table2.TITLE]
+    assert [r["Correction"] for r in ours] == ["V-trace", "No-correction"]
+    assert float(ours[0]["toy/catch ours"]) == 0.5
+    paper = tables["Table 2 as printed in the paper (DMLab, best 3 of 24 sets)"]
+    assert [float(paper[4][f"Task {i}"]) for i in range(1, 6)] == [47.1, 35.8, 34.5, 250.8, 46.9]
+    assert len(tables["Runs"]) == 2
+
+
+PAPER_TABLE_2 = """
+without vtrace 46.8 32.9 31.3 229.2 43.8
+without one_step 51.8 35.9 25.4 215.8 43.7
+without epsilon 44.2 27.3 4.3 107.7 41.5
+without none 40.3 29.1 5.0 94.9 16.1
+with vtrace 47.1 35.8 34.5 250.8 46.9
+with one_step 54.7 34.4 26.4 204.8 41.6
+with epsilon 30.4 30.2 3.9 101.5 37.6
+with none 35.0 21.1 2.8 85.0 11.2
+"""
+
+
+def test_paper_values_are_table_2():
+    """Typed from the paper's Table 2 (tasks 1-5 as in its caption)."""
+    assert paper_table2.TASKS == (
+        "rooms_watermaze",
+        "rooms_keys_doors_puzzle",
+        "lasertag_three_opponents_small",
+        "explore_goal_locations_small",
+        "seekavoid_arena_01",
+    )
+    for line in PAPER_TABLE_2.strip().splitlines():
+        replay, method, *values = line.split()
+        for task, value in zip(paper_table2.TASKS, values, strict=True):
+            assert paper_table2.paper_value(task, method, replay == "with") == float(value), line
+    assert paper_table2.paper_value("toy/catch", "vtrace", True) is None
+    assert (paper_table2.BEST_OF, paper_table2.NUM_SETS) == (3, 24)
+
+
+def _sweep_cli(*args, timeout=120):
+    env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="2")
+    return subprocess.run(
+        [sys.executable, "-m", "impala_tf.sweep", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+@pytest.mark.timeout(120)
+def test_print_writes_manifests_and_one_command_per_run(tmp_path):
+    runs_dir = str(tmp_path / "paper")
+    result = _sweep_cli("print", runs_dir, "--study=paper", "--sets=2", "--", "--num_actors=96")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert len(lines) == 5 * 4 * 2 * 2
+    assert all(line.startswith("python -m impala_tf.experiment --preset=dmlab") for line in lines)
+    assert all(line.endswith("--num_actors=96") for line in lines)
+    manifests = [
+        json.load(open(os.path.join(d, rundir.SWEEP_RUN)))
+        for d, _, f in os.walk(runs_dir)
+        if rundir.SWEEP_RUN in f
+    ]
+    assert len(manifests) == len(lines) and {m["status"] for m in manifests} == {"planned"}
+    sets = _sweep_cli("sets")
+    assert sets.returncode == 0 and len(sets.stdout.splitlines()) == 1 + 24
+    bad = _sweep_cli("print", runs_dir, "--study=paper", "--methods=retrace")
+    assert bad.returncode == 2 and "unknown method" in bad.stderr
+
+
+def _leftovers(marker):
+    found = []
+    for p in psutil.process_iter(["cmdline"]):
+        try:
+            if marker in " ".join(p.info["cmdline"] or []):
+                found.append(p)
+        except psutil.NoSuchProcess:
+            continue
+    return found
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(420)
+def test_a_tiny_study_runs_and_reports(tmp_path):
+    """2 sets x 2 corrections with replay on toy/catch, a few seconds of training each, 2 at a
+    time; then the report."""
+    runs_dir = str(tmp_path / "tiny")
+    tiny = [
+        "--agent=shallow",
+        "--batch_size=4",
+        "--envs_per_actor=2",
+        "--total_environment_frames=640",
+        "--replay_capacity=20",
+    ]
+    result = _sweep_cli(
+        "run",
+        runs_dir,
+        "--study=small",
+        "--sets=2",
+        "--methods=vtrace,none",
+        "--replay=on",
+        "--parallel=2",
+        "--run_timeout=240",
+        "--",
+        *tiny,
+        timeout=400,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "[4/4]" in result.stdout
+    assert not _leftovers(runs_dir)
+    results = sweep.collect(runs_dir)
+    assert len(results) == 4 and all(r.manifest["status"] == "finished" for r in results)
+    for r in results:
+        config = json.load(open(os.path.join(r.manifest["logdir"], rundir.CONFIG)))
+        assert config["learner"]["off_policy_correction"] == r.manifest["method"]
+        assert config["learner"]["replay_proportion"] == 0.5
+        assert config["learner"]["learning_rate"] == r.manifest["hyperparameters"]["learning_rate"]
+        rows = list(csv.DictReader(open(os.path.join(r.manifest["logdir"], rundir.EPISODES))))
+        # 640 fresh frames over 2 environments: 2 x floor(320 / 11) = 58 catch episodes, each
+        # logged once. Counting replayed frames too would stop the run at ~29; logging replayed
+        # episodes would give ~116.
+        assert 50 <= len(rows) <= 64, len(rows)
+        assert int(rows[-1]["environment_frames"]) <= 640
+    output = str(tmp_path / "table2.csv")
+    assert table2.main([runs_dir, "--format=csv", f"--output={output}"]) == 0
+    tables, lines = common.parse_csv_report(open(output).read())
+    ours = tables[table2.TITLE]
+    assert [(r["Replay"], r["Correction"]) for r in ours] == [
+        ("with replay", "V-trace"),
+        ("with replay", "No-correction"),
+    ]
+    assert all(r["toy/catch ours"] != "" and r["Sets"] == "2" for r in ours)
+    assert lines[-1] == "Runs with episodes: 4 of 4"
