@@ -24,6 +24,7 @@ timeouts, reconnection, what cancelling a dequeue loses) is in `docs/transport.m
 from __future__ import annotations
 
 import concurrent.futures
+import logging
 import socket
 import threading
 import time
@@ -43,6 +44,8 @@ QUEUE_SHARED_NAME = "trajectories"
 PARAMS_SHARED_NAME = "params"
 ERROR_SUMMARY_CHARS = 300  # Longest error text this module prints or re-raises.
 _ERROR_SCAN_CHARS = 4_096  # Only this much of a TF error message is ever scanned.
+
+_LOG = logging.getLogger(__name__)
 
 
 class TransportError(Exception):
@@ -295,6 +298,9 @@ class _GraphClient:
                 if not block and timeouts >= 3:
                     raise
             except (tf.errors.AbortedError, tf.errors.UnavailableError) as e:
+                # A lost session (a restarted learner) or a transient gRPC failure, e.g. TF's
+                # "The same RunGraph (Worker) request was received twice" when gRPC retried a
+                # request that had in fact arrived (seen once in a 29 M-frame Pong run).
                 summary = error_summary(e)
                 if "closed" in summary.lower() and "session" not in summary.lower():
                     raise QueueClosedError(summary) from None
@@ -303,6 +309,9 @@ class _GraphClient:
                     raise LearnerUnreachableError(
                         self.target, self.reconnect_seconds, summary
                     ) from e
+                _LOG.warning(
+                    "%s on %s: %s; reconnecting (%d/3)", name, self.target, summary, reconnects
+                )
                 self.reconnect()
 
 
@@ -424,6 +433,8 @@ class TrajectoryQueue(_QueueGraph):
           The trajectory nest with a leading batch dimension `[B, ...]` (numpy; strings are object
           arrays of bytes).
 
+        Transient gRPC failures are retried on a new session (docs/transport.md, item 9).
+
         Raises:
           QueueTimeoutError: no full batch within `timeout` (the batch stays pending).
           QueueClosedError: the queue was closed and holds fewer than `batch_size` items.
@@ -457,7 +468,9 @@ class TrajectoryQueue(_QueueGraph):
 
         def run() -> None:
             try:
-                future.set_result(self._call_once(step))
+                # `_call` retries transient gRPC failures on a new session; such a failure can
+                # lose the trajectories of the failed dequeue (at most one batch).
+                future.set_result(self._call(step))
             except BaseException as error:  # noqa: BLE001 - handed to the waiting caller.
                 future.set_exception(error)
 

@@ -297,6 +297,38 @@ def test_an_error_with_a_huge_message_is_handled_in_bounded_time(learner, tf_mod
     assert learner_queue.dequeue_many(1, timeout=30)["index"].tolist() == [1]
 
 
+@pytest.mark.timeout(120)
+def test_a_transient_grpc_failure_of_the_learner_dequeue_is_retried(learner, tf_module, monkeypatch):
+    """A 29 M-frame Pong run died when the learner's `dequeue_many` failed with TF's "The same
+    RunGraph (Worker) request was received twice" (gRPC retried a request that had arrived). The
+    learner's queue must retry on a new session and deliver the batch instead of raising."""
+    from tensorflow.python.client import session as session_lib
+
+    cluster, server = learner
+    learner_queue = transport.TrajectoryQueue(server, SMALL_SPECS, capacity=4)
+    client = transport.QueueClient(cluster.learner_hosts[0], SMALL_SPECS, capacity=4)
+    real = session_lib.tf_session.TF_SessionRunCallable
+    failures = []
+
+    def fail_once(*args, **kwargs):
+        if not failures:
+            failures.append(1)
+            raise tf_module.errors.AbortedError(
+                None, None, "The same RunGraph (Worker) request was received twice."
+            )
+        return real(*args, **kwargs)
+
+    for index in range(2):
+        client.enqueue(small_trajectory(0, index))
+    monkeypatch.setattr(session_lib.tf_session, "TF_SessionRunCallable", fail_once)
+    batch = learner_queue.dequeue_many(2, timeout=60)
+    assert failures == [1], "the failure was not injected"
+    assert batch["index"].tolist() == [0, 1]
+    monkeypatch.setattr(session_lib.tf_session, "TF_SessionRunCallable", real)
+    client.enqueue(small_trajectory(0, 2))
+    assert learner_queue.dequeue_many(1, timeout=30)["index"].tolist() == [2]
+
+
 def _run_in_thread(fn) -> tuple[threading.Thread, dict]:
     outcome = {}
 
