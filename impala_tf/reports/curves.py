@@ -180,7 +180,7 @@ def plot_returns(episodes: Sequence[Episode], window: int = 100) -> Figure:
     n = len(by_level)
     ncols = min(n, 6)
     nrows = math.ceil(n / ncols)
-    figure = _new_figure(3.2 * ncols, 2.4 * nrows)
+    figure = _new_figure(max(3.2 * ncols, 6.0), max(2.4 * nrows, 3.6))
     axes = figure.subplots(nrows, ncols, squeeze=False).ravel()
     for ax, (level, (frames, returns)) in zip(axes, by_level.items(), strict=False):
         stride = max(1, math.ceil(len(frames) / MAX_POINTS_PER_LEVEL))
@@ -192,7 +192,9 @@ def plot_returns(episodes: Sequence[Episode], window: int = 100) -> Figure:
         ax.tick_params(labelsize=6)
     for ax in axes[n:]:
         figure.delaxes(ax)
-    figure.suptitle(f"Episode return (points) and rolling mean over {window} episodes (line)")
+    figure.suptitle(
+        f"Episode return (points) and rolling mean over {window} episodes (line)", fontsize=9
+    )
     return figure
 
 
