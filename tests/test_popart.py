@@ -309,3 +309,86 @@ def test_summaries_name_each_tasks_statistics():
         "popart/toy/bandit_x1000/sigma": 300.0,
     }
     assert runtime.popart_scalars({"total_loss": 1.0}, LEVELS) == {}
+
+
+_TWO_LEARNERS_SCRIPT = r"""
+import numpy as np
+import tensorflow as tf
+import tree
+
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(
+    cpu, [tf.config.LogicalDeviceConfiguration(), tf.config.LogicalDeviceConfiguration()]
+)
+from impala_tf import learner as learner_lib
+from impala_tf import networks, structures
+from impala_tf.configs import LearnerConfig
+
+def batch(rng):
+    specs = structures.trajectory_specs(
+        structures.observation_specs((24, 24, 3)), 3, 5, (), num_values=2
+    )
+    def fill(spec):
+        shape = (4,) + tuple(spec.shape)
+        if spec.dtype == np.uint8:
+            return rng.integers(0, 256, shape, dtype=np.uint8)
+        if spec.dtype == np.int32:
+            return rng.integers(0, 2 if spec.name == "task" else 3, shape).astype(np.int32)
+        if spec.dtype == np.bool_:
+            return rng.random(shape) < 0.1
+        if spec.dtype == np.object_:
+            return np.full(shape, b"", dtype=object)
+        return (rng.normal(size=shape) * (100 if spec.name == "reward" else 1)).astype(spec.dtype)
+    data = tree.map_structure(fill, specs)
+    return data._replace(task=np.array([0, 1, 1, 1], np.int32))  # Both shards hold task 1.
+
+def train(strategy):
+    tf.random.set_seed(3)
+    agent = networks.make_agent("shallow", 3, use_lstm=False, use_instruction=False, num_values=2)
+    config = LearnerConfig(batch_size=4, unroll_length=5, learning_rate=1e-2, popart=True,
+                           popart_beta=0.1, reward_clipping="none", total_environment_frames=10**6)
+    learner = learner_lib.Learner(agent, config, num_action_repeats=1, strategy=strategy)
+    rng = np.random.default_rng(0)
+    batches = [batch(rng) for _ in range(3)]
+    learner.build(tree.map_structure(tf.convert_to_tensor, batches[0]))
+    learner.broadcast_state()
+    for data in batches:
+        learner.train_step(tree.map_structure(tf.convert_to_tensor, data))
+    return learner
+
+devices = [d.name for d in tf.config.list_logical_devices("CPU")]
+single, mirrored = train(None), train(tf.distribute.MirroredStrategy(devices))
+assert abs(single.popart.mu.numpy()).min() > 0.1, single.popart.mu.numpy()
+for name in ("mu", "nu"):
+    np.testing.assert_allclose(
+        getattr(mirrored.popart, name).numpy(), getattr(single.popart, name).numpy(), rtol=1e-5
+    )
+for a, b in zip(single.agent.trainable_variables, mirrored.agent.trainable_variables, strict=True):
+    np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-5)
+print("OK")
+"""
+
+
+@pytest.mark.timeout(180)
+def test_statistics_are_equal_across_two_synchronous_learners(tmp_path):
+    """Two replicas, each on half of the batch (both halves hold task 1): the moments are
+    all-reduced, so every replica updates the statistics of the whole batch, which equal one
+    learner's on it up to float32 rounding of the weights (one replica's moments alone would give
+    other statistics for task 1)."""
+    import os
+    import subprocess
+    import sys
+
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    script = tmp_path / "two_learners.py"
+    script.write_text(_TWO_LEARNERS_SCRIPT)
+    result = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=repo,
+        env={**os.environ, "PYTHONPATH": repo, "TF_CPP_MIN_LOG_LEVEL": "2"},
+        capture_output=True,
+        text=True,
+        timeout=170,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "OK" in result.stdout
