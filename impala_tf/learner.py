@@ -14,6 +14,12 @@ Table 1 footnote:
    read from the frame counter before the step (a population-based-training member: its evolved
    learning rate as is, appendix F); then frames += B x T x action repeats.
 
+With `--popart` (beyond the IMPALA paper: Hessel et al. 2019, `impala_tf.popart`, docs/popart.md)
+the agent has one normalised value per task, V-trace runs on the unnormalised values, the value loss
+on normalised targets, the advantage is divided by the task's sigma (`popart_loss`); after the
+optimiser step the per-task statistics take a step on the batch's targets (all-reduced over
+learners) and the value head is rescaled to preserve its unnormalised outputs.
+
 A non-finite loss or gradient, or an update that would make a weight non-finite, skips the update
 (weights, slots and the frame counter are untouched) and is reported in the step's logs. The time
 alignment is documented in docs/time_alignment.md (summary in `impala_tf.structures`); this module
