@@ -119,6 +119,8 @@ class Actor:
       level_names: E level names, one per environment (for the trajectories' `level_name`).
       actor_id: this actor's index, recorded in its trajectories.
       jit_compile: compile the inference step with XLA (see `InferenceStep`).
+      tasks: E task indices, one per environment (each level's index in its suite, recorded in
+        the trajectories for PopArt); None: all 0.
     """
 
     def __init__(
@@ -129,6 +131,7 @@ class Actor:
         level_names: list[str],
         actor_id: int = 0,
         jit_compile: bool = False,
+        tasks: list[int] | None = None,
     ):
         self._agent = agent
         self._env = env
@@ -136,15 +139,21 @@ class Actor:
         self._level_names = [name.encode() for name in level_names]
         self._actor_id = actor_id
         self._num_envs = len(level_names)
+        self._tasks = [0] * self._num_envs if tasks is None else [int(t) for t in tasks]
+        if len(self._tasks) != self._num_envs:
+            raise ValueError(f"{len(self._tasks)} tasks for {self._num_envs} environments")
         self.params_version = 0
         self._policy = InferenceStep(agent, jit_compile=jit_compile)
         self._env_output = env.initial()
         self._core_state = self._policy.initial_state(self._num_envs)
         num_actions = int(env.num_actions)
+        num_values = int(getattr(agent, "num_values", 1))
         self._agent_output = structures.AgentOutput(
             action=np.zeros([self._num_envs], np.int32),
             policy_logits=np.zeros([self._num_envs, num_actions], np.float32),
-            baseline=np.zeros([self._num_envs], np.float32),
+            baseline=np.zeros(
+                [self._num_envs] + ([] if num_values == 1 else [num_values]), np.float32
+            ),
         )
 
     @property
@@ -180,6 +189,7 @@ class Actor:
                 agent_outputs=tree.map_structure(lambda x, i=i: x[i], agent_stacked),
                 actor_id=np.int32(self._actor_id),
                 params_version=np.int64(self.params_version),
+                task=np.int32(self._tasks[i]),
             )
             for i in range(self._num_envs)
         ]

@@ -30,6 +30,7 @@ def build_agent(config: configs.Config) -> networks.Agent:
         use_lstm=config.agent.use_lstm,
         use_instruction=config.agent.use_instruction,
         atari=config.env.kind == "atari",
+        num_values=num_tasks(config) if config.learner.popart else 1,
     )
     observation_spec, _ = envs.environment_spec(config.env.level_name, config.env)
     agent.create_variables(observation_spec)
@@ -41,7 +42,11 @@ def trajectory_specs(config: configs.Config, agent: networks.Agent) -> structure
     config = _completed(config)
     observation_spec, _ = envs.environment_spec(config.env.level_name, config.env)
     return structures.trajectory_specs(
-        observation_spec, config.agent.num_actions, config.learner.unroll_length, agent.state_spec()
+        observation_spec,
+        config.agent.num_actions,
+        config.learner.unroll_length,
+        agent.state_spec(),
+        num_values=agent.num_values,
     )
 
 
@@ -59,6 +64,19 @@ def actor_levels(config: configs.Config, actor_index: int) -> list[str]:
     levels = envs.suite_levels(config.env.level_name, is_test=False)
     envs_per_actor = config.runtime.envs_per_actor
     return [levels[(actor_index * envs_per_actor + j) % len(levels)] for j in range(envs_per_actor)]
+
+
+def num_tasks(config: configs.Config) -> int:
+    """The tasks of a run: the levels of its suite (30 for DMLab-30, 57 for Atari-57), else 1."""
+    return len(envs.suite_levels(config.env.level_name, is_test=False))
+
+
+def actor_tasks(config: configs.Config, actor_index: int) -> list[int]:
+    """The task index of each of actor `actor_index`'s environments: its level's index in the
+    suite (`actor_levels`), 0 for a single level."""
+    levels = envs.suite_levels(config.env.level_name, is_test=False)
+    envs_per_actor = config.runtime.envs_per_actor
+    return [(actor_index * envs_per_actor + j) % len(levels) for j in range(envs_per_actor)]
 
 
 def environment_seed(config: configs.Config, actor_index: int, slot: int) -> int:

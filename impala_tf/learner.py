@@ -14,6 +14,12 @@ Table 1 footnote:
    read from the frame counter before the step (a population-based-training member: its evolved
    learning rate as is, appendix F); then frames += B x T x action repeats.
 
+With `--popart` (beyond the IMPALA paper: Hessel et al. 2019, `impala_tf.popart`, docs/popart.md)
+the agent has one normalised value per task, V-trace runs on the unnormalised values, the value loss
+on normalised targets, the advantage is divided by the task's sigma (`popart_loss`); after the
+optimiser step the per-task statistics take a step on the batch's targets (all-reduced over
+learners) and the value head is rescaled to preserve its unnormalised outputs.
+
 A non-finite loss or gradient, or an update that would make a weight non-finite, skips the update
 (weights, slots and the frame counter are untouched) and is reported in the step's logs. The time
 alignment is documented in docs/time_alignment.md (summary in `impala_tf.structures`); this module
@@ -29,6 +35,7 @@ from typing import Any, NamedTuple
 import tensorflow as tf
 
 from impala_tf import corrections, losses, optimizers, structures, vtrace
+from impala_tf import popart as popart_lib
 from impala_tf.configs import LearnerConfig
 
 
@@ -89,26 +96,86 @@ def align(batch: structures.Trajectory, learner_outputs: structures.AgentOutput)
 
 
 def compute_loss(
-    agent: Any, batch: structures.Trajectory, config: LearnerConfig
+    agent: Any,
+    batch: structures.Trajectory,
+    config: LearnerConfig,
+    popart_statistics: popart_lib.PopArt | None = None,
 ) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
-    """The IMPALA loss on one time-major batch.
+    """The IMPALA loss on one time-major batch (with `popart_statistics`: the PopArt loss).
 
     Args:
       agent: an `impala_tf.networks.Agent`.
       batch: time-major `Trajectory`, env/agent outputs `[T+1, B, ...]`, agent_state `[B, ...]`.
       config: loss coefficients, discount, reward clipping, off-policy correction (V-trace or one
         of the variants of section 5.2.2, `impala_tf.corrections`) and its thresholds.
+      popart_statistics: PopArt's per-task statistics (`popart_loss`), or None for IMPALA's loss.
 
     Returns:
-      `(total_loss, logs)`: the scalar loss and a dict of scalar tensors for summaries.
+      `(total_loss, logs)`: the scalar loss and a dict of scalar tensors for summaries (with PopArt
+      also the batch's per-task `Moments` under `MOMENT_KEYS`, `[num_tasks]` each).
     """
     learner_outputs, _ = agent.unroll(
         batch.agent_outputs.action, batch.env_outputs, batch.agent_state
     )
+    if popart_statistics is not None:
+        return popart_loss(learner_outputs, batch, config, popart_statistics)
     aligned = align(batch, learner_outputs)
+    returns = _returns(aligned, config)
+    return _loss_terms(aligned, returns, config, mean_vs=tf.reduce_mean(returns.vs))
+
+
+MOMENT_KEYS = ("popart_target_sums", "popart_target_square_sums", "popart_target_counts")
+
+
+def popart_loss(
+    learner_outputs: structures.AgentOutput,
+    batch: structures.Trajectory,
+    config: LearnerConfig,
+    statistics: popart_lib.PopArt,
+) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
+    """The PopArt-IMPALA loss (Hessel et al. 2019, "PopArt normalisation" with IMPALA).
+
+    Each trajectory's own task's normalised value n(x) is unnormalised with that task's statistics,
+    `V(x) = sigma n(x) + mu`; V-trace runs on these unnormalised values (and the clipped rewards);
+    the value loss compares n(x) with the normalised targets `(v_s - mu) / sigma`; the
+    policy-gradient advantage is divided by sigma. With one task and mu = 0, sigma = 1 every step
+    is exact and this is IMPALA's loss.
+
+    Args:
+      learner_outputs: the agent's outputs on `batch`, baseline `[T+1, B, num_tasks]` (or
+        `[T+1, B]` for one task).
+      batch: time-major `Trajectory`; `batch.task` `[B]` gives each trajectory's task.
+      config: as `compute_loss`.
+      statistics: the per-task statistics (read, not changed).
+
+    Returns:
+      As `compute_loss`, the logs with the batch's `Moments` of the unnormalised targets.
+    """
+    tasks = batch.task
+    normalised = popart_lib.select_task(learner_outputs.baseline, tasks)
+    aligned = align(batch, learner_outputs._replace(baseline=normalised))
+    mu = popart_lib.per_trajectory(statistics.mu, tasks, aligned.values.dtype)
+    sigma = popart_lib.per_trajectory(statistics.sigma(), tasks, aligned.values.dtype)
+    unnormalised = aligned._replace(
+        values=popart_lib.unnormalize(aligned.values, mu, sigma),
+        bootstrap_value=popart_lib.unnormalize(aligned.bootstrap_value, mu, sigma),
+    )
+    returns = _returns(unnormalised, config)
+    scaled = returns._replace(
+        vs=popart_lib.normalize(returns.vs, mu, sigma),
+        pg_advantages=returns.pg_advantages / sigma,
+    )
+    total_loss, logs = _loss_terms(aligned, scaled, config, mean_vs=tf.reduce_mean(returns.vs))
+    moments = popart_lib.batch_moments(returns.vs, tasks, statistics.num_tasks)
+    logs.update(zip(MOMENT_KEYS, moments, strict=True))
+    return total_loss, logs
+
+
+def _returns(aligned: AlignedBatch, config: LearnerConfig) -> vtrace.VTraceFromLogitsReturns:
+    """V-trace targets and advantages (or the configured correction's) on clipped rewards."""
     clipped_rewards = losses.clip_rewards(aligned.rewards, config.reward_clipping)
     discounts = tf.cast(tf.logical_not(aligned.done), tf.float32) * config.discounting
-    returns = corrections.from_logits(
+    return corrections.from_logits(
         config.off_policy_correction,
         behaviour_policy_logits=aligned.behaviour_logits,
         target_policy_logits=aligned.target_logits,
@@ -121,6 +188,15 @@ def compute_loss(
         clip_pg_rho_threshold=config.clip_pg_rho_threshold,
         lambda_=config.vtrace_lambda,
     )
+
+
+def _loss_terms(
+    aligned: AlignedBatch,
+    returns: vtrace.VTraceFromLogitsReturns,
+    config: LearnerConfig,
+    mean_vs: tf.Tensor,
+) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
+    """The three loss terms, their sum and the logs, from the targets and advantages."""
     # -sum log pi(a|x) * A; for the epsilon-correction log(pi(a|x) + 1e-6) (impala_tf.corrections).
     pg_loss = losses.policy_gradient_loss_from_log_probs(
         returns.target_action_log_probs, returns.pg_advantages
@@ -133,7 +209,7 @@ def compute_loss(
         "policy_gradient_loss": pg_loss,
         "baseline_loss": baseline_loss,
         "entropy_loss": entropy_loss,
-        "mean_vs": tf.reduce_mean(returns.vs),
+        "mean_vs": mean_vs,
         "mean_rho": tf.reduce_mean(tf.exp(returns.log_rhos)),
         **term_diagnostics(aligned, returns, config),
     }
@@ -273,6 +349,17 @@ class Learner(tf.Module):
         self.num_skipped_updates = tf.Variable(
             0, dtype=tf.int64, trainable=False, name="num_skipped_updates"
         )
+        # PopArt (`impala_tf.popart`): per-task statistics, tracked (checkpointed, broadcast).
+        self.popart = (
+            popart_lib.PopArt(
+                getattr(agent, "num_values", 1),
+                beta=config.popart_beta,
+                sigma_min=config.popart_sigma_min,
+                sigma_max=config.popart_sigma_max,
+            )
+            if config.popart
+            else None
+        )
         self._strategy = strategy
         self._built = False
         self.jit_compile = jit_compile
@@ -309,7 +396,7 @@ class Learner(tf.Module):
         time_major = to_time_major(batch)
         variables = self.agent.trainable_variables
         with tf.GradientTape() as tape:
-            loss, logs = compute_loss(self.agent, time_major, self._live_config())
+            loss, logs = compute_loss(self.agent, time_major, self._live_config(), self.popart)
         gradients = tape.gradient(loss, variables)
         return gradients, logs
 
@@ -375,6 +462,9 @@ class Learner(tf.Module):
             logs = dict(logs)
             # The summed loss decides the NaN check, so every learner skips or applies together.
             logs["total_loss"] = context.all_reduce(tf.distribute.ReduceOp.SUM, logs["total_loss"])
+            for key in MOMENT_KEYS:  # PopArt: every learner updates on the moments of all batches.
+                if key in logs:
+                    logs[key] = context.all_reduce(tf.distribute.ReduceOp.SUM, logs[key])
             frames = self._frames(local_batch) * strategy.num_replicas_in_sync
             return gradients, logs, frames
 
@@ -420,6 +510,8 @@ class Learner(tf.Module):
         self, gradients: list[tf.Tensor], logs: dict[str, tf.Tensor], frames: tf.Tensor
     ) -> dict[str, tf.Tensor]:
         variables = self.agent.trainable_variables
+        logs = dict(logs)
+        moments = [logs.pop(key) for key in MOMENT_KEYS if key in logs]
         gradients, global_norm = optimizers.clip_gradients(gradients, self._clip_threshold())
         learning_rate = self.learning_rate()
         finite = tf.math.is_finite(logs["total_loss"]) & tf.math.is_finite(global_norm)
@@ -431,6 +523,9 @@ class Learner(tf.Module):
 
         def update() -> tf.Tensor:
             self.optimizer.apply(gradients, variables, learning_rate)
+            if self.popart is not None:  # After the step: rescale the updated value head.
+                head = self.agent.value_head
+                self.popart.update(popart_lib.Moments(*moments), head.w, head.b)
             self.num_environment_frames.assign_add(frames)
             self.num_updates.assign_add(1)
             return tf.constant(True)
@@ -454,4 +549,6 @@ class Learner(tf.Module):
             update_applied=applied,
             num_environment_frames=self.num_environment_frames.read_value(),
         )
+        if self.popart is not None:
+            logs.update(popart_mu=self.popart.mu.read_value(), popart_sigma=self.popart.sigma())
         return logs

@@ -338,7 +338,7 @@ class Agent(snt.Module):
     the one-hot last action (num_actions) and, with `use_instruction`, the instruction embedding
     (64). With `use_lstm` it goes through `BlockLSTM(256)`; otherwise straight to the heads
     (feed-forward, the paper's Atari agents). Heads: `policy_logits` Linear(num_actions) and
-    `baseline` Linear(1) squeezed; the action is one sample of the categorical policy (int32).
+    `baseline` Linear(1) squeezed (Linear(K), one normalised value per task, for PopArt); the action is one sample of the categorical policy (int32).
 
     Inputs are `StepOutput`s (`impala_tf.structures`). The instruction field may hold strings
     (tokenised inside) or `InstructionTokens` from `tokenize_instructions` (for XLA); agents
@@ -351,6 +351,7 @@ class Agent(snt.Module):
         torso: str = "deep",
         use_lstm: bool = True,
         use_instruction: bool = False,
+        num_values: int = 1,
         name: str | None = "agent",
     ):
         """Creates the agent; variables are created on the first call (or `create_variables`).
@@ -360,6 +361,8 @@ class Agent(snt.Module):
           torso: `deep` (ResNet), `shallow` (DMLab 2 convs) or `atari_shallow` (3 convs).
           use_lstm: run the LSTM-256 core (else feed-forward, state `()`).
           use_instruction: include the DMLab language embedding.
+          num_values: outputs of the baseline head: 1 (IMPALA), or one normalised value per task
+            (PopArt, `impala_tf.popart`), the baseline then being `[..., num_values]`.
           name: module name.
         """
         super().__init__(name=name)
@@ -371,7 +374,14 @@ class Agent(snt.Module):
         self._instruction_encoder = InstructionEncoder() if use_instruction else None
         self._core = BlockLSTM(CORE_HIDDEN_SIZE, name="lstm") if use_lstm else None
         self._policy_logits = snt.Linear(num_actions, name="policy_logits")
-        self._baseline = snt.Linear(1, name="baseline")
+        self.num_values = num_values
+        self._baseline = snt.Linear(num_values, name="baseline")
+
+    @property
+    def value_head(self) -> snt.Linear:
+        """The baseline's last linear layer (`w` `[D, num_values]`, `b` `[num_values]`), which
+        PopArt rescales when its statistics change."""
+        return self._baseline
 
     def initial_state(self, batch_size: Any) -> Any:
         """Zero core state: `LSTMState(c, h)` of float32 `[batch_size, 256]`, or `()`."""
@@ -439,8 +449,8 @@ class Agent(snt.Module):
           core_state: the state before step 0 (`[B, ...]` leaves).
 
         Returns:
-          `(AgentOutput with action [T, B], policy_logits [T, B, A], baseline [T, B], final core
-          state)`.
+          `(AgentOutput with action [T, B], policy_logits [T, B, A], baseline [T, B] (`[T, B, K]`
+          with `num_values` K > 1), final core state)`.
         """
         env_outputs = self.tokenize_instructions(_to_tensors(env_outputs))
         last_actions = tf.convert_to_tensor(last_actions)
@@ -460,7 +470,9 @@ class Agent(snt.Module):
             )
 
         policy_logits = snt.BatchApply(self._policy_logits, num_dims=2)(core_output)
-        baseline = tf.squeeze(snt.BatchApply(self._baseline, num_dims=2)(core_output), -1)
+        baseline = snt.BatchApply(self._baseline, num_dims=2)(core_output)
+        if self.num_values == 1:
+            baseline = tf.squeeze(baseline, -1)
         flat_logits = tf.reshape(policy_logits, [-1, self.num_actions])
         action = tf.random.categorical(flat_logits, 1, dtype=tf.int32)
         action = tf.reshape(action, tf.shape(policy_logits)[:-1])
@@ -506,7 +518,12 @@ def _to_tensors(nest: Any) -> Any:
 
 
 def make_agent(
-    agent: str, num_actions: int, use_lstm: bool, use_instruction: bool, atari: bool = False
+    agent: str,
+    num_actions: int,
+    use_lstm: bool,
+    use_instruction: bool,
+    atari: bool = False,
+    num_values: int = 1,
 ) -> Agent:
     """Builds the paper's agents by name (`configs.AgentConfig.agent`).
 
@@ -516,6 +533,7 @@ def make_agent(
       use_lstm: LSTM-256 core (the paper's Atari agents are feed-forward).
       use_instruction: DMLab language branch.
       atari: picks the three-convolution shallow torso for `shallow`.
+      num_values: baseline outputs (PopArt: one per task; see `Agent`).
 
     Raises:
       ValueError: for an unknown agent name.
@@ -526,7 +544,13 @@ def make_agent(
         torso = "atari_shallow" if atari else "shallow"
     else:
         raise ValueError(f"agent={agent!r}; expected 'deep' or 'shallow'")
-    return Agent(num_actions, torso=torso, use_lstm=use_lstm, use_instruction=use_instruction)
+    return Agent(
+        num_actions,
+        torso=torso,
+        use_lstm=use_lstm,
+        use_instruction=use_instruction,
+        num_values=num_values,
+    )
 
 
 def describe_variables(agent: snt.Module) -> list[tuple[str, tuple[int, ...], int]]:

@@ -28,7 +28,16 @@ import numpy as np
 import tensorflow as tf
 import tree
 
-from impala_tf import bookkeeping, builders, checkpoints, configs, rundir, structures, transport
+from impala_tf import (
+    bookkeeping,
+    builders,
+    checkpoints,
+    configs,
+    envs,
+    rundir,
+    structures,
+    transport,
+)
 from impala_tf import cluster as cluster_lib
 from impala_tf import learner as learner_lib
 from impala_tf import replay as replay_lib
@@ -190,6 +199,17 @@ class _SkipGuard:
             )
 
 
+def popart_scalars(logs: dict[str, Any], task_names: list[str]) -> dict[str, float]:
+    """PopArt's per-task statistics for TensorBoard: `popart/<level>/mu` and `.../sigma` (none
+    without PopArt)."""
+    scalars = {}
+    for key, name in (("popart_mu", "mu"), ("popart_sigma", "sigma")):
+        if key in logs:
+            for level, value in zip(task_names, np.asarray(logs[key]), strict=True):
+                scalars[f"popart/{level}/{name}"] = float(value)
+    return scalars
+
+
 class _LearnerBooks:
     """What the learner writes while it trains: episodes, summaries, progress, heartbeat,
     checkpoints. Only the chief (task 0) writes files; every learner prints progress."""
@@ -231,6 +251,7 @@ class _LearnerBooks:
         self.queue = trajectory_queue
         self.log_every_seconds = log_every_seconds
         self.repeats = config.env.num_action_repeats
+        self.task_names = envs.suite_levels(config.env.level_name)  # Task i is level i.
         self.frames = int(learner.num_environment_frames.numpy())
         self.recent = bookkeeping.RecentReturns()
         self.progress = bookkeeping.Progress(config.learner.total_environment_frames, self.frames)
@@ -293,6 +314,7 @@ class _LearnerBooks:
         fps = (self.frames - self.fps_frames) / max(now - self.fps_time, 1e-6)
         self.fps_frames, self.fps_time = self.frames, now
         scalars = {name: logs[name] for name in self.SCALARS}
+        scalars.update(popart_scalars(logs, self.task_names))
         scalars.update(
             environment_frames_per_second=fps,
             queue_size=self.queue.size(),
@@ -549,6 +571,7 @@ def run_actor(
             levels,
             actor_index,
             jit_compile=config.runtime.actor_jit_compile,
+            tasks=builders.actor_tasks(config, actor_index),
         )
         print(f"[actor {actor_index}] playing {sorted(set(levels))} for {target}", flush=True)
         try:

@@ -136,6 +136,9 @@ class Trajectory(NamedTuple):
       agent_outputs: `AgentOutput` with a leading time dimension `[T+1, ...]`.
       actor_id: int32 scalar, the actor that produced it.
       params_version: int64 scalar, the learner update count of the weights the actor used.
+      task: int32 scalar, the task the unroll belongs to: the level's index in its suite
+        (`impala_tf.envs.suite_levels`: 0..29 for DMLab-30, 0..56 for Atari-57), 0 for a single
+        level. PopArt (`impala_tf.popart`) keeps its statistics per task; IMPALA ignores it.
     """
 
     level_name: Any
@@ -144,6 +147,7 @@ class Trajectory(NamedTuple):
     agent_outputs: AgentOutput
     actor_id: Any
     params_version: Any
+    task: Any
 
 
 def observation_specs(frame_shape: Sequence[int]) -> Observation:
@@ -168,12 +172,14 @@ def step_output_specs(observation_spec: Observation) -> StepOutput:
     )
 
 
-def agent_output_specs(num_actions: int) -> AgentOutput:
-    """Specs of one `AgentOutput` for `num_actions` discrete actions."""
+def agent_output_specs(num_actions: int, num_values: int = 1) -> AgentOutput:
+    """Specs of one `AgentOutput` for `num_actions` discrete actions; the baseline is a scalar, or
+    `[num_values]` normalised values when `num_values > 1` (PopArt, one per task)."""
+    baseline_shape = () if num_values == 1 else (num_values,)
     return AgentOutput(
         action=ArraySpec((), np.int32, "action"),
         policy_logits=ArraySpec((num_actions,), np.float32, "policy_logits"),
-        baseline=ArraySpec((), np.float32, "baseline"),
+        baseline=ArraySpec(baseline_shape, np.float32, "baseline"),
     )
 
 
@@ -182,6 +188,7 @@ def trajectory_specs(
     num_actions: int,
     unroll_length: int,
     agent_state_spec: Any,
+    num_values: int = 1,
 ) -> Trajectory:
     """Specs of one `Trajectory` of `unroll_length + 1` steps.
 
@@ -190,6 +197,7 @@ def trajectory_specs(
       num_actions: number of discrete actions A.
       unroll_length: T, agent steps per unroll.
       agent_state_spec: nest of `ArraySpec` of the agent's core state (without batch dimension).
+      num_values: the agent's baseline outputs (`agent_output_specs`).
 
     Returns:
       A `Trajectory` of `ArraySpec`s; time-indexed fields have shape `[T+1, ...]`.
@@ -199,7 +207,7 @@ def trajectory_specs(
         return ArraySpec((unroll_length + 1,) + tuple(spec.shape), spec.dtype, spec.name)
 
     env = step_output_specs(observation_spec)
-    agent = agent_output_specs(num_actions)
+    agent = agent_output_specs(num_actions, num_values)
     return Trajectory(
         level_name=ArraySpec((), np.object_, "level_name"),
         agent_state=agent_state_spec,
@@ -207,6 +215,7 @@ def trajectory_specs(
         agent_outputs=tree.map_structure(with_time, agent),
         actor_id=ArraySpec((), np.int32, "actor_id"),
         params_version=ArraySpec((), np.int64, "params_version"),
+        task=ArraySpec((), np.int32, "task"),
     )
 
 

@@ -260,3 +260,27 @@ def test_pbt_presets_are_the_suite_presets_that_evolve_tables_d1_and_g1():
 def test_pbt_settings_are_validated(overrides, message):
     with pytest.raises(ValueError, match=message):
         configs.from_preset("toy", overrides)
+
+
+@pytest.mark.parametrize(
+    "name, base", [("dmlab30_popart", "dmlab30"), ("atari57_popart", "atari57")]
+)
+def test_popart_presets_are_the_suite_presets_with_popart(name, base):
+    """PopArt (Hessel et al. 2019) trains the IMPALA agent of the suite with its statistics'
+    step size 3e-4 and sigma in [1e-4, 1e6] (its appendix); Atari-57 keeps clipping rewards to
+    [-1, 1] (its Table 1 "Atari-57" result; "Atari-57 (unclipped)" is --reward_clipping=none)."""
+    popart_config, impala_config = completed(name), completed(base)
+    assert popart_config.learner.popart and not impala_config.learner.popart
+    assert dataclasses.replace(popart_config.learner, popart=False) == impala_config.learner
+    assert (popart_config.env, popart_config.agent) == (impala_config.env, impala_config.agent)
+    lc = popart_config.learner
+    assert (lc.popart_beta, lc.popart_sigma_min, lc.popart_sigma_max) == (3e-4, 1e-4, 1e6)
+    if name == "atari57_popart":
+        assert lc.reward_clipping == "abs_one"
+
+
+def test_popart_is_off_in_the_impala_presets_and_its_bounds_are_ordered():
+    for name in ("toy", "dmlab", "dmlab30", "atari", "atari57", "dmlab30_pbt", "atari57_pbt"):
+        assert not configs.from_preset(name).learner.popart, name
+    with pytest.raises(ValueError, match="popart_sigma_min"):
+        configs.from_preset("toy", {"learner": {"popart_sigma_min": 10.0, "popart_sigma_max": 1.0}})

@@ -210,3 +210,23 @@ def test_environment_modules_do_not_import_tensorflow():
         "assert 'tensorflow' not in sys.modules, 'tensorflow imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_bandit_x1000_pays_1000_for_the_shifted_action_and_is_told_apart():
+    returns, lengths = _play(toy.ScaledBandit(seed=16), _random_policy(17, 3), episodes=3000)
+    assert np.all(lengths == 1)
+    assert abs(returns.mean() / 1000 - 1 / 3) < 0.05
+
+    def shifted(frames):
+        return (int(np.argmax(frames[-1][-1, 0])) + 1) % 3  # Colour c pays action c + 1 mod 3.
+
+    returns, _ = _play(toy.ScaledBandit(seed=18), shifted, episodes=300)
+    assert np.all(returns == 1000.0)
+    scaled, plain = toy.ScaledBandit(seed=0), toy.Bandit(seed=0)
+    assert not np.array_equal(scaled.reset().frame, plain.reset().frame)  # The white bar.
+
+
+def test_bandit_scales_suite_lists_its_levels_as_tasks():
+    assert envs.suite_levels("toy/bandit_scales") == ["toy/bandit", "toy/bandit_x1000"]
+    observation_spec, num_actions = envs.environment_spec("toy/bandit_scales", CONFIG)
+    assert num_actions == 3 and observation_spec.frame.shape == toy.FRAME_SHAPE

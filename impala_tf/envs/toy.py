@@ -11,6 +11,13 @@ Levels (optimal / random expected return):
 - `toy/memory_corridor`: remember a colour cue shown only at the start, turn the matching way at the
   end of a corridor; +1 / 0, and exactly 0 for any memoryless policy.
 - `toy/bandit`: a contextual bandit, the frame's colour tells which action pays; 1 / 1/3.
+- `toy/bandit_x1000`: another contextual bandit (a white bar on top; colour c pays action
+  c + 1 mod 3) whose reward is 1000; 1000 / 1000/3.
+
+Suites (several levels in one run, like DMLab-30; the task index of a level is its position):
+
+- `toy/bandit_scales`: `toy/bandit` and `toy/bandit_x1000`, reward scales three orders of
+  magnitude apart, for multi-task tests of PopArt (`impala_tf.popart`).
 
 See docs/toy_tasks.md for the rules and the derivation of those returns.
 """
@@ -188,11 +195,31 @@ class Bandit(ToyEnvironment):
         return reward, True, self._render()
 
 
+class ScaledBandit(Bandit):
+    """`toy/bandit_x1000`: `Bandit` with a white bar on top of the frame, the paying action shifted
+    by one (colour c pays action c + 1 mod 3) and a reward of 1000 (see the module docstring)."""
+
+    REWARD = 1000.0
+    SHIFT = 1
+
+    def _render(self) -> structures.Observation:
+        observation = super()._render()
+        observation.frame[:6] = WHITE
+        return observation
+
+    def step(self, action: int) -> tuple[float, bool, structures.Observation]:
+        paying = (self.context + self.SHIFT) % self.num_actions
+        reward = self.REWARD if self._check_action(action) == paying else 0.0
+        return reward, True, self._render()
+
+
 TASKS: dict[str, type[ToyEnvironment]] = {
     "toy/catch": Catch,
     "toy/memory_corridor": MemoryCorridor,
     "toy/bandit": Bandit,
+    "toy/bandit_x1000": ScaledBandit,
 }
+SUITES: dict[str, list[str]] = {"toy/bandit_scales": ["toy/bandit", "toy/bandit_x1000"]}
 
 
 def _task(level_name: str) -> type[ToyEnvironment]:
@@ -204,8 +231,10 @@ def _task(level_name: str) -> type[ToyEnvironment]:
 
 
 def suite_levels(level_name: str, is_test: bool = False) -> list[str]:
-    """`[level_name]` for a known toy task (toy tasks have no suites or separate test levels)."""
+    """A toy suite's levels, or `[level_name]` for a known toy task (no separate test levels)."""
     del is_test
+    if level_name in SUITES:
+        return list(SUITES[level_name])
     _task(level_name)
     return [level_name]
 
@@ -213,7 +242,8 @@ def suite_levels(level_name: str, is_test: bool = False) -> list[str]:
 def environment_spec(level_name: str, config: EnvConfig) -> tuple[structures.Observation, int]:
     """Observation specs (frame uint8 `[24, 24, 3]`, string instruction) and the action count."""
     del config
-    return structures.observation_specs(FRAME_SHAPE), _task(level_name).num_actions
+    level = SUITES.get(level_name, [level_name])[0]  # A suite's levels share their specs.
+    return structures.observation_specs(FRAME_SHAPE), _task(level).num_actions
 
 
 def create(level_name: str, config: EnvConfig, seed: int, is_test: bool = False) -> Environment:
