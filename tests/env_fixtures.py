@@ -152,3 +152,23 @@ class InProcessBatch:
 
     def step(self, actions) -> structures.StepOutput:
         return structures.stack([s.step(a) for s, a in zip(self._streams, actions, strict=True)])
+
+
+def run_tf_script(tmp_path, name: str, text: str, timeout: float = 170) -> None:
+    """Runs `text` as a fresh Python process (its own TF runtime, e.g. two virtual CPUs) from the
+    repository root and asserts that it exits 0 and prints "OK"."""
+    import subprocess
+
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    script = tmp_path / name
+    script.write_text(text)
+    result = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=repo,
+        env={**os.environ, "PYTHONPATH": repo, "TF_CPP_MIN_LOG_LEVEL": "2"},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "OK" in result.stdout

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tree
-from env_fixtures import InProcessBatch
+from env_fixtures import InProcessBatch, run_tf_script
 
 from impala_tf import actor as actor_lib
 from impala_tf import learner as learner_lib
@@ -237,23 +237,7 @@ print("OK", moved)
 @pytest.mark.timeout(180)
 def test_mirrored_strategy_over_two_devices_equals_one_device(tmp_path):
     """Two replicas on shards of the batch, gradients all-reduced: same weights as one device."""
-    import os
-    import subprocess
-    import sys
-
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    script = tmp_path / "strategy.py"
-    script.write_text(_STRATEGY_SCRIPT)
-    result = subprocess.run(
-        [sys.executable, str(script)],
-        cwd=repo,
-        env={**os.environ, "PYTHONPATH": repo, "TF_CPP_MIN_LOG_LEVEL": "2"},
-        capture_output=True,
-        text=True,
-        timeout=170,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "OK" in result.stdout
+    run_tf_script(tmp_path, "strategy.py", _STRATEGY_SCRIPT)
 
 
 def test_finished_episodes_counts_each_game_once(agent_and_batch):

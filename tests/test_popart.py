@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tree
-from env_fixtures import InProcessBatch
+from env_fixtures import InProcessBatch, run_tf_script
 
 from impala_tf import actor as actor_lib
 from impala_tf import learner as learner_lib
@@ -375,20 +375,4 @@ def test_statistics_are_equal_across_two_synchronous_learners(tmp_path):
     all-reduced, so every replica updates the statistics of the whole batch, which equal one
     learner's on it up to float32 rounding of the weights (one replica's moments alone would give
     other statistics for task 1)."""
-    import os
-    import subprocess
-    import sys
-
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    script = tmp_path / "two_learners.py"
-    script.write_text(_TWO_LEARNERS_SCRIPT)
-    result = subprocess.run(
-        [sys.executable, str(script)],
-        cwd=repo,
-        env={**os.environ, "PYTHONPATH": repo, "TF_CPP_MIN_LOG_LEVEL": "2"},
-        capture_output=True,
-        text=True,
-        timeout=170,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "OK" in result.stdout
+    run_tf_script(tmp_path, "two_learners.py", _TWO_LEARNERS_SCRIPT)
