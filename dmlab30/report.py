@@ -27,7 +27,7 @@ from collections.abc import Sequence
 
 from dmlab30 import levels, paper_results
 from impala_tf import scores as scoring
-from impala_tf.reports import common
+from impala_tf.reports import common, paper_popart
 from impala_tf.reports.common import Column, EvaluationResults, Report, Table
 
 NUM_LEVELS = len(levels.TEST_LEVELS)
@@ -254,6 +254,35 @@ def table_b1(results: Sequence[EvaluationResults], scores: Sequence[DMLab30Score
     return table
 
 
+def table_popart(results: Sequence[EvaluationResults], scores: Sequence[DMLab30Scores]) -> Table:
+    """PopArt runs beside the IMPALA paper's matching Table 3 row and the PopArt paper's Table 1."""
+    popart = paper_popart.TABLE_1[paper_popart.DMLAB30_TEST]
+    table = Table(
+        "PopArt: ours beside the IMPALA paper and the PopArt paper (DMLab-30 test)",
+        [
+            Column("Results"),
+            Column("Ours", digits=1, suffix="%"),
+            Column("IMPALA paper row"),
+            Column("IMPALA paper", digits=1, suffix="%"),
+            Column("PopArt-IMPALA (PopArt paper)", digits=1, suffix="%"),
+            Column("Ours - PopArt paper", digits=1),
+        ],
+    )
+    for r, s in zip(results, scores, strict=True):
+        if not common.uses_popart(r):
+            continue
+        row, why = paper_counterpart(r)
+        impala = paper_results.TABLE_3.get(row) if row else None
+        diff = None if s.capped is None else s.capped - popart.popart_impala
+        table.add_row([r.name, s.capped, row or why, impala, popart.popart_impala, diff])
+    table.notes.append(
+        f"Mean capped human-normalised score. PopArt-IMPALA: {popart.source} (Hessel et al. 2019, "
+        "arXiv 1809.04474), a PBT population of the IMPALA deep agent with PopArt; the IMPALA paper "
+        "rows are its Table 3. See docs/popart.md for what was verified."
+    )
+    return table
+
+
 def build_report(results: Sequence[EvaluationResults], allow_missing: bool = False) -> Report:
     """Table 3 and Table B.1 with our results; summary lines for the first results file.
 
@@ -272,6 +301,8 @@ def build_report(results: Sequence[EvaluationResults], allow_missing: bool = Fal
     tables = [table_3(results, scores), table_b1(results, scores)]
     if any(common.training_kind(r) for r in results):  # Only files that say how they trained.
         tables.insert(1, table_matching(results, scores))
+    if any(common.uses_popart(r) for r in results):
+        tables.insert(1, table_popart(results, scores))
     return Report(tables, lines)
 
 

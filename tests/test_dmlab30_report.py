@@ -256,3 +256,28 @@ def test_pbt_and_fixed_results_are_labelled_and_matched_with_their_paper_rows(tm
     plain = write_results(tmp_path / "plain.json", made_up_levels())
     text = report.build_report(common.load_results_files([plain])).render("markdown")
     assert "matching Table 3 row" not in text and cells(text, "ours") == ["ours", "91.7%"]
+
+
+def test_popart_runs_are_put_beside_the_impala_and_popart_papers(tmp_path):
+    """A `--popart` run (its config's `learner.popart`) gets a table with the IMPALA paper's matching
+    Table 3 row and the PopArt paper's 72.8 % (Table 1, DmLab-30 test); other runs are left out of
+    it, and without any PopArt run there is no such table."""
+    config = {
+        "env": {"level_name": "dmlab30"},
+        "agent": {"agent": "deep"},
+        "pbt": {"pbt_member": 3},
+        "learner": {"popart": True},
+    }
+    popart = write_results(tmp_path / "with_popart.json", made_up_levels(), config=config)
+    plain_config = {**config, "learner": {"popart": False}}
+    plain = write_results(tmp_path / "without.json", made_up_levels(), config=plain_config)
+    text = report.build_report(common.load_results_files([popart, plain])).render("markdown")
+    assert "PopArt: ours beside the IMPALA paper and the PopArt paper" in text
+    # 2750 / 30 = 91.67 %; minus 72.8 = 18.9.
+    assert cells(text, "with_popart") == [
+        "with_popart", "91.7%", "IMPALA, deep, PBT", "49.4%", "72.8%", "18.9",
+    ]  # fmt: skip
+    popart_table = text.split("PopArt: ours beside")[1].split("\n\n")[1]
+    assert "without" not in popart_table
+    text = report.build_report(common.load_results_files([plain])).render("markdown")
+    assert "PopArt" not in text

@@ -21,7 +21,7 @@ import pytest
 
 from impala_tf import atari57
 from impala_tf.reports import atari57 as atari_report
-from impala_tf.reports import bars, common, curves, throughput
+from impala_tf.reports import bars, common, curves, paper_popart, throughput
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -517,3 +517,40 @@ def test_pbt_report_plots_fitness_lineage_and_schedules(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
     assert pbt_report.main([str(empty)]) == 1
+
+
+def test_atari_popart_runs_are_put_beside_the_popart_paper_column_of_their_reward_clipping(
+    tmp_path,
+):
+    """A clipped `--popart` run is compared with the PopArt paper's Atari-57 median (110.7 %), an
+    unclipped one (`reward_clipping=none`) with its Atari-57 (unclipped) median (101.5 %); both
+    also show the IMPALA paper's Table 4 row (59.7 %)."""
+    paths = []
+    for name, clipping in (("clipped_popart", "abs_one"), ("unclipped_popart", "none")):
+        config = {
+            "env": {"level_name": "atari57"},
+            "agent": {"agent": "deep"},
+            "pbt": {"pbt_member": 0},
+            "learner": {"popart": True, "reward_clipping": clipping},
+        }
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"levels": made_up_atari(), "config": config}))
+        paths.append(str(path))
+    text = atari_report.build_report(common.load_results_files(paths)).render("markdown")
+    assert cells(text, "clipped_popart") == [
+        "clipped_popart", "Atari-57", "118.1%", "IMPALA, deep, multi-task", "59.7%", "110.7%", "7.4",
+    ]  # fmt: skip
+    assert cells(text, "unclipped_popart")[1:] == [
+        "Atari-57 (unclipped)", "118.1%", "IMPALA, deep, multi-task", "59.7%", "101.5%", "16.6",
+    ]  # fmt: skip
+
+
+def test_popart_paper_values_as_transcribed():
+    """The PopArt paper's Table 1 values the reports print (docs/popart.md says which are verified)."""
+    table = paper_popart.TABLE_1
+    assert table[paper_popart.DMLAB30_TEST].popart_impala == 72.8
+    assert table[paper_popart.ATARI57].popart_impala == 110.7
+    assert table[paper_popart.ATARI57_UNCLIPPED].popart_impala == 101.5
+    assert [r.verified for r in table.values()] == [True, False, False]
+    assert paper_popart.atari_benchmark("none") == paper_popart.ATARI57_UNCLIPPED
+    assert paper_popart.atari_benchmark("abs_one") == paper_popart.ATARI57

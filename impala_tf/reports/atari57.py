@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 from impala_tf import atari57
 from impala_tf import scores as scoring
-from impala_tf.reports import common
+from impala_tf.reports import common, paper_popart
 from impala_tf.reports.common import Column, EvaluationResults, Report, Table
 
 NUM_GAMES = len(atari57.GAMES)
@@ -211,6 +211,49 @@ def table_c1(results: Sequence[EvaluationResults], scores: Sequence[AtariScores]
     return table
 
 
+def table_popart(results: Sequence[EvaluationResults], scores: Sequence[AtariScores]) -> Table:
+    """PopArt runs' medians beside the IMPALA paper's Table 4 row and the PopArt paper's Table 1
+    column for the run's reward clipping (clipped or unclipped Atari-57)."""
+    table = Table(
+        "PopArt: ours beside the IMPALA paper and the PopArt paper (Atari-57 median)",
+        [
+            Column("Results"),
+            Column("Benchmark"),
+            Column("Ours", digits=1, suffix="%"),
+            Column("IMPALA paper row"),
+            Column("IMPALA paper", digits=1, suffix="%"),
+            Column("PopArt-IMPALA (PopArt paper)", digits=1, suffix="%"),
+            Column("Ours - PopArt paper", digits=1),
+        ],
+    )
+    for r, s in zip(results, scores, strict=True):
+        if not common.uses_popart(r):
+            continue
+        clipping = common.config_value(r, "learner", "reward_clipping")
+        published = paper_popart.TABLE_1[paper_popart.atari_benchmark(clipping)]
+        row, _ = paper_counterpart(r)
+        impala = atari57.TABLE_4[row].median if row else None
+        diff = None if s.median is None else s.median - published.popart_impala
+        table.add_row(
+            [
+                r.name,
+                published.benchmark,
+                s.median,
+                row or "n/a",
+                impala,
+                published.popart_impala,
+                diff,
+            ]
+        )
+    table.notes.append(
+        "Median human-normalised score. PopArt-IMPALA: the PopArt paper's Table 1 (Hessel et al. "
+        "2019, arXiv 1809.04474); its Atari-57 column keeps IMPALA's reward clipping, its unclipped "
+        "column (runs with `reward_clipping=none`) trains on the games' original rewards. The "
+        "IMPALA paper rows are its Table 4. Decimals UNVERIFIED (docs/popart.md)."
+    )
+    return table
+
+
 def build_report(results: Sequence[EvaluationResults]) -> Report:
     """Table 4 and Table C.1 with our results; summary lines for the first results file.
 
@@ -241,6 +284,8 @@ def build_report(results: Sequence[EvaluationResults]) -> Report:
     tables = [table_4(results, scores), table_c1(results, scores)]
     if any(common.training_kind(r) for r in results):  # Only files that say how they trained.
         tables.insert(1, table_matching(results, scores))
+    if any(common.uses_popart(r) for r in results):
+        tables.insert(1, table_popart(results, scores))
     return Report(tables, lines)
 
 

@@ -159,6 +159,12 @@ def config_value(results: EvaluationResults, section: str, name: str) -> Any:
     return (results.config.get(section) or {}).get(name)
 
 
+def uses_popart(results: EvaluationResults) -> bool:
+    """Whether the evaluated agent was trained with PopArt (`learner.popart` in its configuration;
+    Hessel et al. 2019, beyond the IMPALA paper). False when the file carries no configuration."""
+    return config_value(results, "learner", "popart") is True
+
+
 def load_results(path: str, name: str | None = None) -> EvaluationResults:
     """Reads and validates one results file; `name` defaults to the file stem.
 
