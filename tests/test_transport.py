@@ -298,7 +298,9 @@ def test_an_error_with_a_huge_message_is_handled_in_bounded_time(learner, tf_mod
 
 
 @pytest.mark.timeout(120)
-def test_a_transient_grpc_failure_of_the_learner_dequeue_is_retried(learner, tf_module, monkeypatch):
+def test_a_transient_grpc_failure_of_the_learner_dequeue_is_retried(
+    learner, tf_module, monkeypatch
+):
     """A 29 M-frame Pong run died when the learner's `dequeue_many` failed with TF's "The same
     RunGraph (Worker) request was received twice" (gRPC retried a request that had arrived). The
     learner's queue must retry on a new session and deliver the batch instead of raising."""
