@@ -524,11 +524,13 @@ def test_learner_restart_client_reconnects(tf_module):
     address = cluster.learner_hosts[0]
     params = [ArraySpec((2,), np.float32, "w")]
     children = []
+    clients = []
     try:
         children.append(Child("learner", address=address, version=1))
         assert children[-1].expect("ready", 60) == ""
         client = transport.QueueClient(address, SMALL_SPECS, poll_seconds=1, reconnect_seconds=60)
         fetcher = transport.ParameterClient(address, params, poll_seconds=1, reconnect_seconds=60)
+        clients += [client, fetcher]
         client.enqueue(small_trajectory(1, 0))
         assert children[-1].expect("got", 30) == "1 0"
         assert fetcher.fetch()[1] == 1
@@ -558,6 +560,10 @@ def test_learner_restart_client_reconnects(tf_module):
         client.enqueue(small_trajectory(1, 2))
         assert children[-1].expect("got", 30) == "1 2"
     finally:
+        for (
+            c
+        ) in clients:  # Before the learner dies (see test_two_learners_apply_identical_updates).
+            c.close()
         kill_all(children)
 
 
@@ -567,6 +573,7 @@ def test_two_learners_apply_identical_updates(tf_module):
     tf = tf_module
     cluster = cluster_lib.local_cluster(2)
     children = []
+    clients = {}
     try:
         for task in range(2):
             children.append(Child("mwms_learner", cluster=cluster.to_dict(), task=task))
@@ -585,14 +592,12 @@ def test_two_learners_apply_identical_updates(tf_module):
                     sent[task].append(item)
                     client.enqueue(item)
 
-        clients = {
-            a: transport.QueueClient(
+        for a in range(num_actors):
+            clients[a] = transport.QueueClient(
                 cluster.learner_hosts[cluster.learner_for_actor(a)],
                 REGRESSION_SPECS,
                 cluster.learner_for_actor(a),
             )
-            for a in range(num_actors)
-        }
         feeders = [threading.Thread(target=feed, args=(task,)) for task in range(2)]
         for thread in feeders:
             thread.start()
@@ -622,6 +627,10 @@ def test_two_learners_apply_identical_updates(tf_module):
             assert not np.allclose(got, alone, rtol=1e-3)  # The all-reduce mattered.
         assert not np.allclose(w0[0], np.linspace(-1.0, 1.0, FEATURES))  # Training moved weights.
     finally:
+        # Closed while the learners live: a client collected after they died would wait for its
+        # session's deadline to release each callable (about 2 minutes for the four of them).
+        for client in clients.values():
+            client.close()
         kill_all(children)
 
 
