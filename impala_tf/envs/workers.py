@@ -681,13 +681,14 @@ class EnvWorker:
 
     def close(self) -> None:
         """Stops the child (close command, then SIGTERM, then SIGKILL) and reaps it. Idempotent."""
+        self._shared_arrays = {}  # Views of the shared file: dropped so that it can be unmapped.
         self._finalizer()
 
     def kill(self) -> None:
         """Kills the child at once (for hung workers) and reaps it."""
         if self._process.poll() is None:
             self._process.kill()
-        self._finalizer()
+        self.close()
 
     def __enter__(self) -> EnvWorker:
         return self
