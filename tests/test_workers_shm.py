@@ -125,6 +125,9 @@ def _run_both(factories, steps: int, num_actions_seed: int = 0) -> None:
             _assert_outputs_equal(output, pickled.step(actions))
             dones += int(output.done.sum())
         assert dones > 0
+    # close() itself unmapped and closed the file (the objects are still referenced here).
+    assert shared.num_envs == len(factories)
+    assert _shared_refs(os.getpid(), _tag(os.getpid())) == 0
 
 
 @pytest.mark.timeout(60)

@@ -259,14 +259,15 @@ class _SharedSlots:
         return self.layout
 
     def close(self) -> None:
-        """Unmaps and closes the file (workers keep their own mappings until they exit)."""
+        """Closes the file and drops this object's mapping (workers keep theirs until they exit).
+
+        The mapping is not closed explicitly: numpy arrays made on an `mmap` do not hold a buffer
+        export, so `mmap.close()` would succeed under a live view and leave it dangling. Dropping
+        the references instead unmaps it when the last view (each holds the `mmap` as its base)
+        is gone; the workers drop theirs in `EnvWorker.close()`.
+        """
         self.arrays = {}
-        if self._buffer is not None:
-            try:
-                self._buffer.close()
-            except BufferError:
-                pass  # A view is still referenced; the mapping goes with it.
-            self._buffer = None
+        self._buffer = None
         self._fd_finalizer()
 
 
