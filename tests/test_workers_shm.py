@@ -29,6 +29,7 @@ from impala_tf import testing
 from impala_tf.configs import EnvConfig
 from impala_tf.envs import workers
 from impala_tf.envs.workers import BatchedEnvironment, EnvFactory, EnvWorker, EnvWorkerError
+from impala_tf.structures import ArraySpec
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TESTS = os.path.join(REPO, "tests")
@@ -153,6 +154,21 @@ def test_fake_dmlab_bit_identical_to_pickled_path(monkeypatch):
         first = env.initial()
         assert first.observation.instruction[0].startswith(b"instruction for")
     _run_both(factories, steps=25)
+
+
+def test_layout_keeps_variable_size_leaves_on_the_pickled_path():
+    flat_spec = [
+        ArraySpec((), np.float32, "reward"),
+        ArraySpec((), np.object_, "instruction"),
+        ArraySpec((None, 3), np.uint8, "variable"),
+        ArraySpec((2, 3), np.uint8, "frame"),
+    ]
+    layout = workers._Layout.for_spec(flat_spec, num_slots=5)
+    assert [leaf.index for leaf in layout.leaves] == [0, 3]
+    assert [leaf.offset for leaf in layout.leaves] == [0, 64]  # Cache-line aligned.
+    assert layout.size == 64 + 64  # 5 x 4 bytes, then 5 x 6 bytes, each rounded up to 64.
+    other_frame = flat_spec[:3] + [ArraySpec((3, 2), np.uint8, "frame")]
+    assert layout.matches(flat_spec) and not layout.matches(other_frame)
 
 
 @pytest.mark.timeout(60)
