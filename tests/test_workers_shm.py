@@ -6,11 +6,12 @@ instead of being pickled; these tests check that the outputs are bit-identical t
 later steps, that failures are handled as before, and that no shared memory outlives its processes
 (normal close, a killed child, a killed parent).
 
-Runtime: about 15 s on 2 shared CPU cores.
+Runtime: about 25 s on 2 shared CPU cores (under load from other jobs).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import json
 import os
@@ -28,6 +29,7 @@ from env_fixtures import SLEEP_ACTION, CountingFactory
 from impala_tf import testing
 from impala_tf.configs import EnvConfig
 from impala_tf.envs import workers
+from impala_tf.envs.base import Environment
 from impala_tf.envs.workers import BatchedEnvironment, EnvFactory, EnvWorker, EnvWorkerError
 from impala_tf.structures import ArraySpec
 
@@ -239,9 +241,10 @@ def test_killed_child_slot_is_rewritten_by_its_replacement(tmp_path):
 
 
 @pytest.mark.timeout(60)
-def test_hung_worker_with_shared_memory_times_out_and_is_replaced():
+@pytest.mark.parametrize("shared_memory", [True, False])
+def test_hung_worker_times_out_and_is_replaced_in_both_modes(shared_memory):
     factories = [CountingFactory(1, sleep_seconds=60.0), CountingFactory(2)]
-    with BatchedEnvironment(factories, step_timeout=1.0) as env:
+    with BatchedEnvironment(factories, step_timeout=1.0, shared_memory=shared_memory) as env:
         env.initial()
         with pytest.raises(EnvWorkerError, match="did not answer") as info:
             env.step([SLEEP_ACTION, 0])
@@ -252,14 +255,47 @@ def test_hung_worker_with_shared_memory_times_out_and_is_replaced():
 
 
 @pytest.mark.timeout(60)
-def test_environment_exception_with_shared_memory_keeps_the_worker():
+@pytest.mark.parametrize("shared_memory", [True, False])
+def test_environment_exception_keeps_the_worker_in_both_modes(shared_memory):
     factories = [CountingFactory(1), CountingFactory(2, raise_on_action=True)]
-    with BatchedEnvironment(factories) as env:
+    with BatchedEnvironment(factories, shared_memory=shared_memory) as env:
         env.initial()
         with pytest.raises(EnvWorkerError, match="boom on action 2") as info:
             env.step([0, 2])
         assert "_explode" in info.value.remote_traceback
         assert env.step([0, 1]).reward.shape == (2,) and env.restarts == 0
+
+
+@dataclasses.dataclass(frozen=True)
+class WrongDtypeFactory:
+    """A `CountingEnv` whose frames are int16 although its spec says uint8 (built in the child)."""
+
+    seed: int
+
+    def __call__(self) -> Environment:
+        env = CountingFactory(self.seed)()
+        observation = env._observation
+        env._observation = lambda: observation()._replace(
+            frame=observation().frame.astype(np.int16)
+        )
+        return env
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("shared_memory", [True, False])
+def test_misspecified_frame_fails_with_a_clear_error_in_both_modes(shared_memory):
+    with BatchedEnvironment([WrongDtypeFactory(1)], shared_memory=shared_memory) as env:
+        with pytest.raises(EnvWorkerError, match=r"'frame': expected uint8\[4, 5, 1\], got int16"):
+            env.initial()
+
+
+@pytest.mark.timeout(60)
+def test_without_memfd_everything_is_pickled(monkeypatch):
+    monkeypatch.setattr(workers, "shared_memory_supported", lambda: False)
+    with BatchedEnvironment([CountingFactory(1)]) as env, EnvWorker(CountingFactory(1)) as worker:
+        assert env.shared_leaves == [] and worker.shared_leaves == []
+        first_slot = tree.map_structure(lambda x: x[0], env.initial())
+        _assert_outputs_equal(first_slot, worker.initial())
 
 
 @pytest.mark.timeout(60)
