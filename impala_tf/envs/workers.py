@@ -10,6 +10,11 @@ run environments and send trajectories to the learner).
 - `BatchedEnvironment` steps the E environments of one actor as a batch: it sends all actions, then
   receives all outputs, and returns a `StepOutput` with a leading `[E]` dimension. A worker that
   raises, dies or hangs is reported as `EnvWorkerError` or replaced (with `done=True` in its slot).
+- Fixed-size leaves of each `StepOutput` (frame, reward, done, episode statistics) travel through
+  shared memory: a `BatchedEnvironment` owns one anonymous memory file (`memfd`) holding an `[E, ...]`
+  array per leaf, and each worker writes its own slot; only a small message (status and the
+  variable-size leaves, such as the instruction string) is pickled over the socket. The release's
+  `py_process.py` pickled every result over its pipe; that remains the fallback here.
 
 See docs/workers.md for the process model and the failure model.
 """
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import mmap
 import os
 import pickle
 import select
@@ -49,6 +55,7 @@ Factory = Callable[[], Environment]
 _INITIAL = 0
 _STEP = 1
 _CLOSE = 2
+_ATTACH = 3
 _OK = 0
 _ERROR = 1
 
@@ -58,13 +65,17 @@ _PARENT_POLL_SECONDS = 1.0
 # Seed offset between consecutive replacements of one slot (prime, far above actor counts).
 _RESTART_SEED_STRIDE = 1_000_003
 
+# Byte alignment of each leaf's array in the shared memory file (a cache line).
+_SHARED_ALIGNMENT = 64
+_SHARED_NAME_PREFIX = "impala-env-slots"
+
 _CHILD_BOOTSTRAP = (
     "import sys\n"
     "from multiprocessing.connection import Connection\n"
     "conn = Connection(int(sys.argv[1]))\n"
     "sys.path[:] = conn.recv()\n"
     "from impala_tf.envs.workers import _child_main\n"
-    "_child_main(conn)\n"
+    "_child_main(conn, int(sys.argv[2]))\n"
 )
 
 
@@ -135,31 +146,171 @@ def _dumps(obj: Any) -> bytes:
     return pickle.dumps(obj, protocol=_PICKLE_PROTOCOL)
 
 
-def _wire(output: structures.StepOutput, flat_spec: list[structures.ArraySpec]) -> list:
+def shared_memory_supported() -> bool:
+    """Whether this platform has anonymous memory files (`os.memfd_create`, Linux)."""
+    return hasattr(os, "memfd_create")
+
+
+def _is_fixed_size(leaf_spec: structures.ArraySpec) -> bool:
+    """Whether a leaf has a fixed byte size: a numeric dtype and a fully known shape."""
+    if np.dtype(leaf_spec.dtype) == np.object_:
+        return False
+    return all(isinstance(dim, (int, np.integer)) and dim >= 0 for dim in leaf_spec.shape)
+
+
+@dataclasses.dataclass(frozen=True)
+class _LeafLayout:
+    """Where the `[num_slots, *spec.shape]` array of flat leaf `index` lives in the shared file."""
+
+    index: int
+    spec: structures.ArraySpec
+    offset: int
+
+
+@dataclasses.dataclass(frozen=True)
+class _Layout:
+    """The shared file's layout: one array per fixed-size leaf, each `[num_slots, ...]`."""
+
+    num_slots: int
+    leaves: tuple[_LeafLayout, ...]
+    size: int
+
+    @classmethod
+    def for_spec(cls, flat_spec: list[structures.ArraySpec], num_slots: int) -> _Layout:
+        leaves = []
+        offset = 0
+        for index, leaf_spec in enumerate(flat_spec):
+            if not _is_fixed_size(leaf_spec):
+                continue  # Pickled over the socket.
+            leaves.append(_LeafLayout(index, leaf_spec, offset))
+            nbytes = num_slots * _leaf_nbytes(leaf_spec)
+            offset += -(-nbytes // _SHARED_ALIGNMENT) * _SHARED_ALIGNMENT
+        return cls(num_slots, tuple(leaves), max(offset, 1))
+
+    def matches(self, flat_spec: list[structures.ArraySpec]) -> bool:
+        """Whether `flat_spec` has the same fixed-size leaves (index, shape, dtype)."""
+        other = _Layout.for_spec(flat_spec, self.num_slots)
+        return [
+            (leaf.index, tuple(leaf.spec.shape), np.dtype(leaf.spec.dtype)) for leaf in self.leaves
+        ] == [
+            (leaf.index, tuple(leaf.spec.shape), np.dtype(leaf.spec.dtype)) for leaf in other.leaves
+        ]
+
+
+def _leaf_nbytes(leaf_spec: structures.ArraySpec) -> int:
+    return int(np.prod(leaf_spec.shape, dtype=np.int64)) * np.dtype(leaf_spec.dtype).itemsize
+
+
+def _map_arrays(buffer: mmap.mmap, layout: _Layout) -> dict[int, np.ndarray]:
+    """The `[num_slots, ...]` arrays of `layout`, as views of `buffer`, keyed by flat leaf index."""
+    return {
+        leaf.index: np.ndarray(
+            (layout.num_slots,) + tuple(leaf.spec.shape),
+            dtype=leaf.spec.dtype,
+            buffer=buffer,
+            offset=leaf.offset,
+        )
+        for leaf in layout.leaves
+    }
+
+
+def _close_fd(fd: int) -> None:
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+
+
+class _SharedSlots:
+    """An anonymous shared memory file (`memfd`) with one `[num_slots, ...]` array per fixed leaf.
+
+    The file has no name in any file system (nothing in /dev/shm to unlink, no `resource_tracker`):
+    its memory is freed by the kernel when the last descriptor and mapping are gone, i.e. when the
+    owner closes it and every worker that mapped it has exited, however they exited (SIGKILL
+    included). Workers inherit the descriptor at start (`pass_fds`) and map it when the owner sends
+    the layout (`_ATTACH`), which is fixed by the first worker's observation spec.
+    """
+
+    def __init__(self, num_slots: int):
+        self.num_slots = num_slots
+        self.fd = os.memfd_create(f"{_SHARED_NAME_PREFIX}-{os.getpid()}", os.MFD_CLOEXEC)
+        self._fd_finalizer = weakref.finalize(self, _close_fd, self.fd)
+        self.layout: _Layout | None = None
+        self.arrays: dict[int, np.ndarray] = {}
+        self._buffer: mmap.mmap | None = None
+
+    def ensure_layout(self, flat_spec: list[structures.ArraySpec]) -> _Layout:
+        """Lays the file out for `flat_spec` on the first call; later calls must agree with it.
+
+        Raises:
+          ValueError: `flat_spec` disagrees with the layout (environments of different shapes).
+        """
+        if self.layout is None:
+            layout = _Layout.for_spec(flat_spec, self.num_slots)
+            os.ftruncate(self.fd, layout.size)
+            self._buffer = mmap.mmap(self.fd, layout.size)
+            self.arrays = _map_arrays(self._buffer, layout)
+            self.layout = layout
+        elif not self.layout.matches(flat_spec):
+            raise ValueError(
+                "environments disagree on the observation spec: "
+                f"{[leaf.spec for leaf in self.layout.leaves]} vs {flat_spec}"
+            )
+        return self.layout
+
+    def close(self) -> None:
+        """Closes the file and drops this object's mapping (workers keep theirs until they exit).
+
+        The mapping is not closed explicitly: numpy arrays made on an `mmap` do not hold a buffer
+        export, so `mmap.close()` would succeed under a live view and leave it dangling. Dropping
+        the references instead unmaps it when the last view (each holds the `mmap` as its base)
+        is gone; the workers drop theirs in `EnvWorker.close()`.
+        """
+        self.arrays = {}
+        self._buffer = None
+        self._fd_finalizer()
+
+
+def _check_leaf(leaf_spec: structures.ArraySpec, value: Any) -> np.ndarray:
+    """`value` as an array of exactly `leaf_spec`'s shape and dtype, or a ValueError naming it."""
+    array = np.asarray(value)
+    if array.shape != tuple(leaf_spec.shape) or array.dtype != np.dtype(leaf_spec.dtype):
+        raise ValueError(
+            f"observation {leaf_spec.name!r}: expected "
+            f"{np.dtype(leaf_spec.dtype).name}{list(leaf_spec.shape)}, "
+            f"got {array.dtype.name}{list(array.shape)}"
+        )
+    return array
+
+
+def _wire(
+    output: structures.StepOutput,
+    flat_spec: list[structures.ArraySpec],
+    slot_views: dict[int, np.ndarray] | None = None,
+) -> list:
     """A `StepOutput` as a flat list that pickles cheaply (in the child).
 
-    `flat_spec` is `tree.flatten(structures.step_output_specs(observation_spec))`. Scalar leaves
-    travel as Python scalars, other numeric leaves as raw bytes (after checking them against the
-    spec, so a mis-specified environment fails in the child with a clear error), string leaves as
-    themselves.
+    `flat_spec` is `tree.flatten(structures.step_output_specs(observation_spec))`. Leaves with an
+    entry in `slot_views` (this worker's slot of the shared arrays) are written there and travel
+    as None. Otherwise scalar leaves travel as Python scalars, other numeric leaves as raw bytes
+    (after checking them against the spec, so a mis-specified environment fails in the child with a
+    clear error), string leaves as themselves.
     """
+    slot_views = slot_views or {}
     wire = []
-    for leaf_spec, value in zip(flat_spec, tree.flatten(output), strict=True):
-        if np.dtype(leaf_spec.dtype) == np.object_:
+    for index, (leaf_spec, value) in enumerate(zip(flat_spec, tree.flatten(output), strict=True)):
+        view = slot_views.get(index)
+        if view is not None:
+            view[...] = value if not leaf_spec.shape else _check_leaf(leaf_spec, value)
+            wire.append(None)
+        elif np.dtype(leaf_spec.dtype) == np.object_:
             if isinstance(value, np.ndarray) and value.shape == ():
                 value = value.item()
             wire.append(value)
         elif not leaf_spec.shape:
             wire.append(value.item() if isinstance(value, np.generic) else value)
         else:
-            array = np.asarray(value)
-            if array.shape != tuple(leaf_spec.shape) or array.dtype != np.dtype(leaf_spec.dtype):
-                raise ValueError(
-                    f"observation {leaf_spec.name!r}: expected "
-                    f"{np.dtype(leaf_spec.dtype).name}{list(leaf_spec.shape)}, "
-                    f"got {array.dtype.name}{list(array.shape)}"
-                )
-            wire.append(array.tobytes())
+            wire.append(_check_leaf(leaf_spec, value).tobytes())
     return wire
 
 
@@ -176,22 +327,32 @@ def _build(spec: Any, leaves: Any) -> Any:
     return type(spec)(*(_build(field, leaves) for field in spec))
 
 
-def _unwire(wires: Sequence[list], spec: Any, flat_spec: list[structures.ArraySpec]) -> Any:
+def _unwire(
+    wires: Sequence[list],
+    spec: Any,
+    flat_spec: list[structures.ArraySpec],
+    shared: dict[int, np.ndarray] | None = None,
+) -> Any:
     """Stacks E wire lists into the structure of `spec` with a leading `[E]` dimension.
 
     Args:
       wires: E outputs of `_wire`.
       spec: `structures.step_output_specs(observation_spec)`.
       flat_spec: `tree.flatten(spec)`.
+      shared: the shared `[E, ...]` arrays by flat leaf index, every slot freshly written; they are
+        copied, so the result never aliases memory that the next step overwrites.
 
     Returns:
       A `StepOutput` of arrays `[E, ...]`; string leaves are object arrays of bytes.
     """
     num = len(wires)
+    shared = shared or {}
     leaves = []
     for j, leaf_spec in enumerate(flat_spec):
         shape = (num,) + tuple(leaf_spec.shape)
-        if np.dtype(leaf_spec.dtype) == np.object_:
+        if j in shared:
+            out = shared[j].copy()
+        elif np.dtype(leaf_spec.dtype) == np.object_:
             out = np.empty(shape, dtype=object)
             for i, wire in enumerate(wires):
                 out[i] = wire[j]
@@ -217,13 +378,34 @@ def _error_payload(exc: BaseException) -> tuple[str, str, str]:
     )
 
 
-def _child_main(conn: Connection) -> None:
-    """The worker process: build the environment, then serve commands until close or EOF."""
+def _attach_slot(shared_fd: int, layout: _Layout, slot: int) -> dict[int, np.ndarray]:
+    """In the child: maps the shared file and returns this worker's slot views by leaf index.
+
+    The descriptor is closed once mapped; the mapping keeps the memory until the process exits.
+    """
+    if shared_fd < 0:
+        raise RuntimeError("this worker was started without a shared memory file")
+    if not 0 <= slot < layout.num_slots:
+        raise ValueError(f"slot {slot} outside [0, {layout.num_slots})")
+    buffer = mmap.mmap(shared_fd, layout.size)
+    _close_fd(shared_fd)
+    return {index: array[slot, ...] for index, array in _map_arrays(buffer, layout).items()}
+
+
+def _child_main(conn: Connection, shared_fd: int = -1) -> None:
+    """The worker process: build the environment, then serve commands until close or EOF.
+
+    Args:
+      conn: the connection to the parent.
+      shared_fd: an inherited shared memory file (see `_SharedSlots`), mapped on `_ATTACH`; -1 for
+        none (everything is pickled).
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     parent_pid = os.getppid()
     poller = select.poll()
     poller.register(conn.fileno(), select.POLLIN)
     stream = None
+    slot_views: dict[int, np.ndarray] = {}
     try:
         try:
             payload = conn.recv_bytes()
@@ -251,9 +433,14 @@ def _child_main(conn: Connection) -> None:
                 return
             try:
                 if command == _STEP:
-                    reply = (_OK, _wire(stream.step(argument), flat_spec))
+                    reply = (_OK, _wire(stream.step(argument), flat_spec, slot_views))
                 elif command == _INITIAL:
-                    reply = (_OK, _wire(stream.initial(), flat_spec))
+                    reply = (_OK, _wire(stream.initial(), flat_spec, slot_views))
+                elif command == _ATTACH:
+                    layout, slot = argument
+                    slot_views = _attach_slot(shared_fd, layout, slot)
+                    shared_fd = -1
+                    reply = (_OK, None)
                 else:
                     raise ValueError(f"unknown worker command {command!r}")
             except Exception as exc:  # noqa: BLE001 - sent to the parent, the child keeps serving.
@@ -270,8 +457,24 @@ def _child_main(conn: Connection) -> None:
         conn.close()
 
 
-def _shutdown(process: subprocess.Popen, conn: Connection, timeout: float) -> None:
-    """Asks the child to exit, then terminates, then kills it; always reaps it. Idempotent."""
+def _shutdown(
+    process: subprocess.Popen,
+    conn: Connection,
+    timeout: float,
+    owned_slots: _SharedSlots | None = None,
+) -> None:
+    """Asks the child to exit, then terminates, then kills it; always reaps it. Idempotent.
+
+    Also releases the worker's own shared memory file, if it has one.
+    """
+    try:
+        _stop_child(process, conn, timeout)
+    finally:
+        if owned_slots is not None:
+            owned_slots.close()
+
+
+def _stop_child(process: subprocess.Popen, conn: Connection, timeout: float) -> None:
     if process.poll() is None and not conn.closed:
         try:
             conn.send_bytes(_dumps((_CLOSE, None)))
@@ -302,6 +505,11 @@ class EnvWorker:
       start_timeout: seconds to wait for the environment to be built (None: forever).
       close_timeout: seconds `close()` waits for a clean exit before terminating the child.
       name: a label for logs and errors.
+      shared_memory: carry the fixed-size leaves of each output through shared memory (default,
+        where `os.memfd_create` exists); False pickles everything over the socket.
+      shared_slots: internal (`BatchedEnvironment`): a `_SharedSlots` owned by the caller, of
+        which this worker writes slot `slot`. By default a worker owns a one-slot file.
+      slot: this worker's slot in `shared_slots`.
 
     Raises:
       pickle.PicklingError, AttributeError, TypeError: if `factory` cannot be pickled.
@@ -313,8 +521,19 @@ class EnvWorker:
         start_timeout: float | None = 600.0,
         close_timeout: float = 5.0,
         name: str = "env",
+        shared_memory: bool = True,
+        shared_slots: _SharedSlots | None = None,
+        slot: int = 0,
     ):
         payload = _dumps(factory)  # Fails here, in the parent, for unpicklable factories.
+        if shared_slots is None and shared_memory and shared_memory_supported():
+            shared_slots = _SharedSlots(1)
+            self._owned_slots: _SharedSlots | None = shared_slots
+        else:
+            self._owned_slots = None
+        self._shared_slots = shared_slots
+        self._slot = slot
+        self._shared_arrays: dict[int, np.ndarray] = {}
         self.name = name
         self._start_timeout = start_timeout
         self._close_timeout = close_timeout
@@ -324,14 +543,18 @@ class EnvWorker:
         self._num_actions = 0
         self._num_action_repeats = 1
         parent_conn, child_conn = Pipe(duplex=True)
+        shared_fd = -1 if shared_slots is None else shared_slots.fd
+        fds = (child_conn.fileno(),) + (() if shared_fd < 0 else (shared_fd,))
         try:
             self._process = subprocess.Popen(
-                [sys.executable, "-c", _CHILD_BOOTSTRAP, str(child_conn.fileno())],
-                pass_fds=(child_conn.fileno(),),
+                [sys.executable, "-c", _CHILD_BOOTSTRAP, str(child_conn.fileno()), str(shared_fd)],
+                pass_fds=fds,
                 close_fds=True,
             )
         except BaseException:
             parent_conn.close()
+            if self._owned_slots is not None:
+                self._owned_slots.close()
             raise
         finally:
             child_conn.close()
@@ -339,7 +562,7 @@ class EnvWorker:
         self._poller = select.poll()  # Cheaper than Connection.poll, which builds a selector.
         self._poller.register(parent_conn.fileno(), select.POLLIN)
         self._finalizer = weakref.finalize(
-            self, _shutdown, self._process, self._conn, close_timeout
+            self, _shutdown, self._process, self._conn, close_timeout, self._owned_slots
         )
         try:
             self._conn.send(list(sys.path))
@@ -388,7 +611,30 @@ class EnvWorker:
         )
         self._output_spec = structures.step_output_specs(self._observation_spec)
         self._flat_spec = tree.flatten(self._output_spec)
+        if self._shared_slots is not None:
+            self._attach(timeout)
         self._ready = True
+
+    @property
+    def shared_leaves(self) -> list[str]:
+        """Names of the output leaves that travel through shared memory (empty: all pickled)."""
+        self.wait_ready()
+        return [self._flat_spec[index].name for index in self._shared_arrays]
+
+    def _attach(self, timeout: float | None) -> None:
+        """Lays out the shared file (if not yet) and has the child map its slot of it."""
+        layout = self._shared_slots.ensure_layout(self._flat_spec)
+        if not layout.leaves:
+            return  # No fixed-size leaves: everything is pickled.
+        try:
+            self._conn.send_bytes(_dumps((_ATTACH, (layout, self._slot))))
+        except OSError as exc:
+            raise _WorkerDied(f"{self.name} (pid {self.pid}) died: {exc}") from exc
+        self._recv(timeout, "attach")
+        self._shared_arrays = {
+            index: array[self._slot : self._slot + 1]
+            for index, array in self._shared_slots.arrays.items()
+        }
 
     def send_initial(self) -> None:
         """Asks the child to reset its stream; collect the `StepOutput` with `receive()`."""
@@ -412,7 +658,9 @@ class EnvWorker:
           EnvWorkerError: the environment raised (the child is still usable), the child died, or
             the answer did not come in time (the child is then out of step and should be closed).
         """
-        batch = _unwire([self.receive_wire(timeout)], self._output_spec, self._flat_spec)
+        batch = _unwire(
+            [self.receive_wire(timeout)], self._output_spec, self._flat_spec, self._shared_arrays
+        )
         return tree.map_structure(lambda x: x[0], batch)
 
     def initial(self, timeout: float | None = None) -> structures.StepOutput:
@@ -434,13 +682,14 @@ class EnvWorker:
 
     def close(self) -> None:
         """Stops the child (close command, then SIGTERM, then SIGKILL) and reaps it. Idempotent."""
+        self._shared_arrays = {}  # Views of the shared file: dropped so that it can be unmapped.
         self._finalizer()
 
     def kill(self) -> None:
         """Kills the child at once (for hung workers) and reaps it."""
         if self._process.poll() is None:
             self._process.kill()
-        self._finalizer()
+        self.close()
 
     def __enter__(self) -> EnvWorker:
         return self
@@ -502,6 +751,9 @@ class BatchedEnvironment:
       start_timeout: seconds a worker may take to build its environment and return `initial()`.
       max_consecutive_failures: N; a slot that dies or fails to start N times in a row raises.
       close_timeout: seconds each worker gets to exit cleanly in `close()`.
+      shared_memory: carry the fixed-size leaves through one shared `[E, ...]` array per leaf, each
+        worker writing its slot (default, where `os.memfd_create` exists); False pickles everything
+        over the sockets (the release's way).
 
     Attributes:
       restarts: total number of replaced workers.
@@ -515,6 +767,7 @@ class BatchedEnvironment:
         start_timeout: float | None = 600.0,
         max_consecutive_failures: int = 3,
         close_timeout: float = 5.0,
+        shared_memory: bool = True,
     ):
         if not factories:
             raise ValueError("BatchedEnvironment needs at least one factory")
@@ -530,6 +783,9 @@ class BatchedEnvironment:
         self._failures = [0] * len(self._factories)
         self._closed = False
         self._workers: list[EnvWorker | None] = [None] * len(self._factories)
+        self._shared: _SharedSlots | None = None
+        if shared_memory and shared_memory_supported():
+            self._shared = _SharedSlots(len(self._factories))
         try:
             for i in range(len(self._factories)):
                 self._workers[i] = self._new_worker(i)
@@ -561,6 +817,11 @@ class BatchedEnvironment:
         """Process ids of the current workers."""
         return [w.pid for w in self._workers if w is not None]
 
+    @property
+    def shared_leaves(self) -> list[str]:
+        """Names of the output leaves that travel through shared memory (empty: all pickled)."""
+        return self._workers[0].shared_leaves
+
     def initial(self) -> structures.StepOutput:
         """Resets every environment; returns the first `StepOutput` `[E]` (all `done=True`)."""
         self._check_open()
@@ -588,6 +849,8 @@ class BatchedEnvironment:
         for worker in self._workers:
             if worker is not None:
                 worker.close()
+        if self._shared is not None:
+            self._shared.close()
 
     def __enter__(self) -> BatchedEnvironment:
         return self
@@ -609,6 +872,9 @@ class BatchedEnvironment:
             start_timeout=self._start_timeout,
             close_timeout=self._close_timeout,
             name=f"env worker {slot}",
+            shared_memory=self._shared is not None,
+            shared_slots=self._shared,
+            slot=slot,
         )
 
     def _wait_ready_or_replace(self, slot: int) -> None:
@@ -690,7 +956,8 @@ class BatchedEnvironment:
             wires[i] = self._restart_initial(i, exc)
         if raised is not None:
             raise raised
-        output = _unwire(wires, self._output_spec, self._flat_spec)
+        shared = None if self._shared is None else self._shared.arrays
+        output = _unwire(wires, self._output_spec, self._flat_spec, shared)
         if hung is not None:
             error = EnvWorkerError(f"{hung} (the worker was replaced)")
             error.partial_output = output
