@@ -142,6 +142,8 @@ class AtariVectorBatch:
       num_actions: actions per slot (the same for every slot).
       num_action_repeats: emulator frames per agent step.
       observation_spec: frame uint8 `[84, 84, 4]`, instruction string.
+      game_frames: int64 `[E]`, emulator frames of each slot's current game (`AtariEnvironment`'s
+        `game_frames`; 0 right after a game ended).
       restarts, restarts_per_slot: always 0 (nothing runs out of process to restart); kept for
         `BatchedEnvironment`'s interface.
 
@@ -197,6 +199,7 @@ class AtariVectorBatch:
         self._lives = np.zeros([num], np.int32)
         self._episode_return = np.zeros([num], np.float64)
         self._episode_step = np.zeros([num], np.int64)
+        self.game_frames = np.zeros([num], np.int64)
 
     def action_sets(self) -> list[list[int]]:
         """Per slot, the ALE action ids behind agent actions 0..num_actions-1."""
@@ -215,6 +218,7 @@ class AtariVectorBatch:
             observation, info = group.env.reset(seed=seed)
             newest[group.slots] = observation[:, -1]
             self._lives[group.slots] = info["lives"]
+            self.game_frames[group.slots] = info["episode_frame_number"]
         self._seeded = True
         self._episode_return[:] = 0.0
         self._episode_step[:] = 0
@@ -251,6 +255,7 @@ class AtariVectorBatch:
             reward[slots] = rewards
             game_over[slots] = terminated | truncated
             lives[slots] = info["lives"]  # After a game over: the new game's lives.
+            self.game_frames[slots] = info["episode_frame_number"]
         life_lost = ~game_over & (lives < self._lives)
         self._lives = lives
         done = game_over | life_lost
