@@ -104,7 +104,7 @@ class EnvConfig:
     atari_backend: str = setting(
         "native",
         "How actors step Atari: native (ale-py's C++ AtariVectorEnv, all of an actor's games in its "
-        "process) or python (one worker process per game, impala_tf.envs.atari). Evaluation always "
+        "process) or python (one worker process per environment, impala_tf.envs.atari). Evaluation always "
         "uses python (docs/atari.md).",
         choices=ATARI_BACKENDS,
     )

@@ -100,14 +100,17 @@ def test_group_slots_keeps_each_games_slots_in_order():
     assert [g.tolist() for g in groups.values()] == [[0, 2], [1, 4], [3]]
 
 
-def test_push_frames_shifts_in_the_newest_and_restarts_episodes_with_four_copies():
-    stack = np.arange(2 * 2 * 2 * 4, dtype=np.uint8).reshape(2, 2, 2, 4)
+@pytest.mark.parametrize("layout", ["C", "F"])  # C: the uint32 fast path; F: the generic one.
+def test_push_frames_shifts_in_the_newest_and_restarts_episodes_with_four_copies(layout):
+    rng = np.random.default_rng(0)
+    stack = np.asarray(rng.integers(0, 256, (3, 5, 7, 4)), np.uint8, order=layout)
     before = stack.copy()
-    newest = np.full((2, 2, 2), 200, np.uint8)
-    atari_vector.push_frames(stack, newest, np.array([False, True]))
-    np.testing.assert_array_equal(stack[0, ..., :3], before[0, ..., 1:])
-    np.testing.assert_array_equal(stack[0, ..., 3], newest[0])
-    np.testing.assert_array_equal(stack[1], np.full((2, 2, 4), 200))
+    newest = rng.integers(0, 256, (3, 5, 7)).astype(np.uint8)
+    atari_vector.push_frames(stack, newest, np.array([False, True, False]))
+    for i in (0, 2):
+        np.testing.assert_array_equal(stack[i, ..., :3], before[i, ..., 1:])
+        np.testing.assert_array_equal(stack[i, ..., 3], newest[i])
+    np.testing.assert_array_equal(stack[1], np.repeat(newest[1, ..., None], 4, axis=-1))
 
 
 # ---------------------------------------------------------------------------------------------

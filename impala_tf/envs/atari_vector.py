@@ -26,6 +26,7 @@ Training only: evaluation keeps the Python pipeline, because ale-py draws no-op 
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -78,12 +79,23 @@ def push_frames(stack: np.ndarray, newest: np.ndarray, episode_start: np.ndarray
     episode (after `reset()`, including the continuation after a training life loss) holds the
     current frame in every position.
 
+    The 4 stacked bytes of a pixel are contiguous, so on little-endian machines they are shifted as
+    one uint32 (oldest byte out at the bottom, newest in at the top): about 100 times faster than
+    numpy's strided copy of `stack[..., 1:]` into `stack[..., :-1]`, which took 0.6 ms at E = 8.
+
     Args:
-      stack: uint8 `[E, 84, 84, 4]`, updated in place.
+      stack: uint8 `[E, 84, 84, 4]`, C-contiguous, updated in place.
       newest: uint8 `[E, 84, 84]`.
       episode_start: bool `[E]`.
     """
-    stack[..., :-1] = stack[..., 1:]
+    if stack.shape[-1] == 4 and sys.byteorder == "little" and stack.flags.c_contiguous:
+        pixels = stack.view(np.uint32)[..., 0]  # [E, 84, 84], byte k = stack position k.
+        pixels >>= 8
+        pixels |= newest.astype(np.uint32) << 24
+        if episode_start.any():
+            pixels[episode_start] = newest[episode_start].astype(np.uint32) * 0x01010101
+        return
+    stack[..., :-1] = stack[..., 1:].copy()
     stack[..., -1] = newest
     if episode_start.any():
         stack[episode_start] = newest[episode_start][..., None]
