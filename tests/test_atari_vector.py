@@ -3,7 +3,8 @@
 The reference is the Python pipeline, `StepStream` over `AtariEnvironment` (itself checked against
 paper Table G.1 in test_atari.py): the same seeds and action sequences must give the same rewards,
 dones, game ends and per-game statistics, and frames within one grey level (ale-py's INTER_AREA
-resize rounds some half-way pixels the other way). Runtime about 15 s.
+resize rounds some half-way pixels the other way), and the actor and `run_actor` run on it. Runtime
+about 25 s on 2 busy cores, a third of it importing TensorFlow.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import psutil
 import pytest
 import tree
 
@@ -291,3 +293,58 @@ def test_actor_unrolls_pong_on_the_native_backend():
         )
     assert [t.env_outputs.info.episode_step[-1] for t in first + second] == [5] * 3 + [10] * 3
     assert all(t.env_outputs.done[0] for t in first)  # The run's first output.
+
+
+@pytest.mark.timeout(240)
+def test_run_actor_feeds_its_learner_from_the_native_backend():
+    """`runtime.run_actor` on Pong with the default (native) backend: real transport to a queue
+    and a parameter store hosted in this process; it exits with 0 when the queue closes."""
+    pytest.importorskip("tensorflow")
+    import threading
+
+    from impala_tf import builders, runtime, transport
+    from impala_tf import cluster as cluster_lib
+
+    config = envs.complete_config(
+        configs.build(
+            {
+                "env": {"level_name": "atari/pong"},
+                "agent": {"agent": "shallow", "use_lstm": False},
+                "learner": {"batch_size": 3, "unroll_length": 5},
+                "runtime": {"num_actors": 1, "envs_per_actor": 3},
+            }
+        )
+    )
+    assert config.env.atari_backend == "native"
+    cluster = cluster_lib.local_cluster(1)
+    server = transport.start_learner_server(cluster, 0)  # Lives until the test process exits.
+    agent = builders.build_agent(config)
+    queue = transport.TrajectoryQueue(server, builders.trajectory_specs(config, agent), capacity=3)
+    store = transport.ParameterStore.for_variables(server, agent.trainable_variables)
+    store.publish([v.numpy() for v in agent.trainable_variables], version=4)
+    exit_codes = []
+    children_before = {p.pid for p in psutil.Process().children(recursive=True)}
+    thread = threading.Thread(
+        target=lambda: exit_codes.append(runtime.run_actor(config, cluster, 0, 60.0)), daemon=True
+    )
+    thread.start()
+    try:
+        first = queue.dequeue_many(3, timeout=180.0)
+        # Native: the environments run inside the actor, no worker process was started.
+        children = {p.pid for p in psutil.Process().children(recursive=True)}
+        assert children <= children_before
+        second = queue.dequeue_many(3, timeout=60.0)
+    finally:
+        queue.close()
+        thread.join(60.0)
+    assert exit_codes == [0]
+    for batch in (first, second):
+        assert batch.env_outputs.observation.frame.shape == (3, 6, 84, 84, 4)
+        assert batch.level_name.tolist() == [b"atari/pong"] * 3
+        assert batch.params_version.tolist() == [4] * 3
+    # The three slots' unrolls follow on: the second starts where the first ended.
+    np.testing.assert_array_equal(
+        first.env_outputs.observation.frame[:, -1], second.env_outputs.observation.frame[:, 0]
+    )
+    assert first.env_outputs.done[:, 0].all()  # The run's first output.
+    assert second.env_outputs.info.episode_step[:, -1].tolist() == [10] * 3
