@@ -154,6 +154,16 @@ def test_actor_section_measures_each_atari_backend(tmp_path):
     loaded = _round_trip(data, tmp_path)
     assert report.compute_ratios(loaded["sections"]) == loaded["ratios"]
     assert set(loaded["ratios"]["actor_efficiency"]) == {r["name"] for r in rows}
+    # The paired comparison: both backends in one process, ratios from the same rounds.
+    paired = stages.bench_atari_backends("atari/pong", "shallow", 2, sizes)
+    assert _children() <= before, "child processes left running"
+    for backend in ("native", "python"):
+        _assert_finite_positive(
+            paired, f"{backend}_env_frames_per_second", f"{backend}_actor_efficiency"
+        )
+    ratio = paired["env_native_over_python"]  # One round: the ratio of the two medians.
+    expected = paired["native_env_frames_per_second"] / paired["python_env_frames_per_second"]
+    assert ratio == pytest.approx(expected)
     with pytest.raises(ValueError, match="Atari backends"):
         stages.actor_backends("atari/pong", ["cpp"])
     assert stages.actor_backends("toy/catch", ["native"]) == ["python"]

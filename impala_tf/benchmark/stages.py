@@ -257,6 +257,88 @@ def _median_actor_rates(
     )
 
 
+def _timed_rate(fn: Any, calls: int, frames_per_call: int) -> float:
+    """Frames/s of `calls` calls of `fn`."""
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    return calls * frames_per_call / (time.perf_counter() - start)
+
+
+def bench_atari_backends(
+    level: str, agent_name: str, num_envs: int, sizes: common.Sizes
+) -> dict[str, Any]:
+    """Native vs python Atari backends of one actor, measured in alternation in one process.
+
+    Both backends' environments and actors exist at once. Each of `sizes.actor_rounds` rounds
+    times, per backend and in alternating order, `sizes.env_steps` random env steps and
+    `sizes.actor_unrolls` `Actor.unroll` calls, plus `sizes.inference_steps` inference steps alone.
+    The drift of a shared machine then hits both backends alike; `native_over_python` is the median
+    of the per-round ratios. Frames are agent steps x `common.ACTION_REPEATS`.
+    """
+    agent = _agent_for_level(level, agent_name)
+    frames_per_step = num_envs * _repeats(level)
+    backends = ("native", "python")
+    rng = np.random.default_rng(0)
+    rates: dict[str, list[float]] = {"inference": []}
+    with (
+        _batched_env(level, num_envs, "native") as native,
+        _batched_env(level, num_envs, "python") as python,
+    ):
+        env = dict(zip(backends, (native, python), strict=True))
+        actor = {
+            b: actor_lib.Actor(agent, env[b], sizes.actor_unroll, [level] * num_envs)
+            for b in backends
+        }
+        for b in backends:
+            actor[b].unroll()  # Trace; start every environment.
+        policy, env_output = actor_lib.InferenceStep(agent), native.initial()
+        state = policy.initial_state(num_envs)
+        output, state = policy(np.zeros([num_envs], np.int32), env_output, state)
+        for round_index in range(sizes.actor_rounds):
+            order = backends if round_index % 2 == 0 else backends[::-1]
+            for b in order:
+                actions = iter(rng.integers(0, native.num_actions, (sizes.env_steps, num_envs)))
+                rates.setdefault(f"env_{b}", []).append(
+                    _timed_rate(
+                        lambda b=b, a=actions: env[b].step(next(a)),
+                        sizes.env_steps,
+                        frames_per_step,
+                    )
+                )
+
+            def infer() -> None:
+                nonlocal output, state
+                output, state = policy(output.action, env_output, state)
+
+            rates["inference"].append(_timed_rate(infer, sizes.inference_steps, frames_per_step))
+            for b in order:
+                rates.setdefault(f"actor_{b}", []).append(
+                    _timed_rate(
+                        actor[b].unroll, sizes.actor_unrolls, sizes.actor_unroll * frames_per_step
+                    )
+                )
+    median = {key: float(np.median(values)) for key, values in rates.items()}
+    row: dict[str, Any] = {
+        "name": f"actor-backends-{level}-{agent_name}-E{num_envs}",
+        "level": level,
+        "agent": agent_name,
+        "envs_per_actor": num_envs,
+        "rounds": sizes.actor_rounds,
+        "inference_frames_per_second": median["inference"],
+    }
+    for b in backends:
+        row[f"{b}_env_frames_per_second"] = median[f"env_{b}"]
+        row[f"{b}_actor_frames_per_second"] = median[f"actor_{b}"]
+        row[f"{b}_actor_efficiency"] = actor_efficiency(
+            median[f"actor_{b}"], median[f"env_{b}"], median["inference"]
+        )
+    for stage in ("env", "actor"):
+        paired = np.array(rates[f"{stage}_native"]) / np.array(rates[f"{stage}_python"])
+        row[f"{stage}_native_over_python"] = float(np.median(paired))
+    return row
+
+
 # --------------------------------------------------------------------------------------------
 # (e) The transport.
 
