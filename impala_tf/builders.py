@@ -1,4 +1,5 @@
-"""From a configuration to the objects a run is made of: agent, specs, level assignment, seeds.
+"""From a configuration to the objects a run is made of: agent, specs, level assignment, seeds and
+an actor's batched environments.
 
 The learner, the actors, evaluation, `--mode=describe` and the benchmark all build these objects
 here, so they agree on them without importing each other. They take a completed configuration
@@ -8,8 +9,11 @@ here, so they agree on them without importing each other. They take a completed 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import Any
 
 from impala_tf import configs, envs, networks, structures
+from impala_tf.envs import atari_vector, workers
 
 
 def _completed(config: configs.Config) -> configs.Config:
@@ -77,6 +81,39 @@ def actor_tasks(config: configs.Config, actor_index: int) -> list[int]:
     levels = envs.suite_levels(config.env.level_name, is_test=False)
     envs_per_actor = config.runtime.envs_per_actor
     return [(actor_index * envs_per_actor + j) % len(levels) for j in range(envs_per_actor)]
+
+
+def uses_native_atari(level_names: Sequence[str], config: configs.EnvConfig) -> bool:
+    """Whether training environments of these levels run on ale-py's native vector environment:
+    Atari levels with `config.atari_backend == "native"`."""
+    kinds = {envs.environment_kind(name) for name in level_names}
+    return kinds == {"atari"} and config.atari_backend == "native"
+
+
+def batched_environment(
+    level_names: Sequence[str], config: configs.EnvConfig, seeds: Sequence[int]
+) -> Any:
+    """The E training environments of one actor, stepped as a batch.
+
+    Atari levels with `config.atari_backend == "native"` run in the actor's process on ale-py's
+    `AtariVectorEnv` (`impala_tf.envs.atari_vector.AtariVectorBatch`); everything else runs one
+    worker process per environment (`impala_tf.envs.workers.BatchedEnvironment`). Both have
+    `initial()`, `step(actions [E])` -> `StepOutput` `[E, ...]`, `num_actions` and `close()`.
+
+    Args:
+      level_names: E single levels (not suite names).
+      config: `EnvConfig`.
+      seeds: E seeds (`environment_seed`).
+    """
+    if len(seeds) != len(level_names):
+        raise ValueError(f"{len(seeds)} seeds for {len(level_names)} levels")
+    if uses_native_atari(level_names, config):
+        return atari_vector.AtariVectorBatch(level_names, config, seeds)
+    factories = [
+        workers.EnvFactory(level, config, seed)
+        for level, seed in zip(level_names, seeds, strict=True)
+    ]
+    return workers.BatchedEnvironment(factories)
 
 
 def environment_seed(config: configs.Config, actor_index: int, slot: int) -> int:

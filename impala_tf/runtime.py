@@ -6,7 +6,7 @@ next batch while the current one trains, applies the update of `impala_tf.learne
 weights after every update, and keeps the books: TensorBoard summaries, `episodes.csv`, a console
 progress line, checkpoints every N minutes and at exit, and resume from the latest checkpoint.
 
-`run_actor` steps its E environments as a batch (`impala_tf.envs.create_batched_environment`: worker
+`run_actor` steps its E environments as a batch (`impala_tf.builders.batched_environment`: worker
 processes, or for Atari ale-py's native vector environment in the actor process), refreshes its
 weights from its learner at the start of every unroll, and enqueues each environment's T+1-step
 trajectory. Actor i feeds learner i % L; for suites, environment slot g = i x E + j plays level
@@ -560,7 +560,7 @@ def run_actor(
     )
     variables = agent.trainable_variables
     params.wait_for_parameters(connect_seconds)
-    with envs.create_batched_environment(levels, config.env, seeds) as env:
+    with builders.batched_environment(levels, config.env, seeds) as env:
         actor = Actor(
             agent,
             env,

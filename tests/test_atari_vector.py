@@ -16,7 +16,7 @@ import psutil
 import pytest
 import tree
 
-from impala_tf import configs, envs, structures
+from impala_tf import builders, configs, envs, structures
 from impala_tf.configs import EnvConfig
 from impala_tf.envs import atari, atari_vector
 from impala_tf.envs.base import StepStream
@@ -249,12 +249,12 @@ def test_bad_input_gives_clear_errors():
 
 def test_the_backend_setting_chooses_the_batched_environment():
     assert EnvConfig().atari_backend == "native"
-    native = envs.create_batched_environment(["atari/pong"], CONFIG, [1])
+    native = builders.batched_environment(["atari/pong"], CONFIG, [1])
     with native:
         assert isinstance(native, atari_vector.AtariVectorBatch)
     python = dataclasses.replace(CONFIG, atari_backend="python")
-    assert not envs.uses_native_atari(["atari/pong"], python)
-    assert not envs.uses_native_atari(["toy/catch"], CONFIG)
+    assert not builders.uses_native_atari(["atari/pong"], python)
+    assert not builders.uses_native_atari(["toy/catch"], CONFIG)
     with pytest.raises(ValueError, match="atari_backend='cpp'; expected one of"):
         configs.validate(configs.Config().replace("env", atari_backend="cpp"))
     one_repeat = configs.Config().replace(
@@ -278,7 +278,7 @@ def test_actor_unrolls_pong_on_the_native_backend():
     agent = networks.make_agent("shallow", 6, use_lstm=False, use_instruction=False, atari=True)
     agent.create_variables(structures.observation_specs((84, 84, 4)))
     levels = ["atari/pong"] * 3
-    with envs.create_batched_environment(levels, CONFIG, [1, 2, 3]) as env:
+    with builders.batched_environment(levels, CONFIG, [1, 2, 3]) as env:
         actor = actor_lib.Actor(agent, env, unroll_length=5, level_names=levels, actor_id=2)
         first, second = actor.unroll(), actor.unroll()
     specs = structures.trajectory_specs(
@@ -302,8 +302,8 @@ def test_run_actor_feeds_its_learner_from_the_native_backend():
     pytest.importorskip("tensorflow")
     import threading
 
-    from impala_tf import builders, runtime, transport
     from impala_tf import cluster as cluster_lib
+    from impala_tf import runtime, transport
 
     config = envs.complete_config(
         configs.build(

@@ -21,8 +21,8 @@ import tensorflow as tf
 import tree
 
 from impala_tf import actor as actor_lib
+from impala_tf import builders, configs, envs, networks, transport, vtrace
 from impala_tf import cluster as cluster_lib
-from impala_tf import configs, envs, networks, transport, vtrace
 from impala_tf import learner as learner_lib
 from impala_tf.benchmark import common, process
 
@@ -143,7 +143,7 @@ def _batched_env(level: str, num_envs: int, backend: str = "python") -> Any:
     """E environments of `level` (seeds 1..E) on `backend` (see `actor_backends`)."""
     config = dataclasses.replace(_env_config(level), atari_backend=backend)
     seeds = [1 + j for j in range(num_envs)]
-    return envs.create_batched_environment([level] * num_envs, config, seeds)
+    return builders.batched_environment([level] * num_envs, config, seeds)
 
 
 def bench_actor(

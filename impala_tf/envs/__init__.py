@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-from collections.abc import Sequence
-from typing import Any
 
 from impala_tf import configs, structures
 from impala_tf.configs import EnvConfig
@@ -24,7 +22,6 @@ __all__ = [
     "Environment",
     "StepStream",
     "complete_config",
-    "create_batched_environment",
     "create_environment",
     "environment_kind",
     "environment_spec",
@@ -64,43 +61,6 @@ def create_environment(
         no life-loss terminals).
     """
     return _module(environment_kind(level_name)).create(level_name, config, seed, is_test)
-
-
-def uses_native_atari(level_names: Sequence[str], config: EnvConfig) -> bool:
-    """Whether training environments of these levels run on ale-py's native vector environment:
-    Atari levels with `config.atari_backend == "native"`."""
-    kinds = {environment_kind(name) for name in level_names}
-    return kinds == {"atari"} and config.atari_backend == "native"
-
-
-def create_batched_environment(
-    level_names: Sequence[str], config: EnvConfig, seeds: Sequence[int]
-) -> Any:
-    """The E training environments of one actor, stepped as a batch.
-
-    Atari levels with `config.atari_backend == "native"` run in the actor's process on ale-py's
-    `AtariVectorEnv` (`impala_tf.envs.atari_vector.AtariVectorBatch`); everything else runs one
-    worker process per environment (`impala_tf.envs.workers.BatchedEnvironment`). Both have
-    `initial()`, `step(actions [E])` -> `StepOutput` `[E, ...]`, `num_actions` and `close()`.
-
-    Args:
-      level_names: E single levels (not suite names).
-      config: `EnvConfig`.
-      seeds: E seeds (`builders.environment_seed`).
-    """
-    if len(seeds) != len(level_names):
-        raise ValueError(f"{len(seeds)} seeds for {len(level_names)} levels")
-    if uses_native_atari(level_names, config):
-        from impala_tf.envs import atari_vector
-
-        return atari_vector.AtariVectorBatch(level_names, config, seeds)
-    from impala_tf.envs import workers
-
-    factories = [
-        workers.EnvFactory(level, config, seed)
-        for level, seed in zip(level_names, seeds, strict=True)
-    ]
-    return workers.BatchedEnvironment(factories)
 
 
 def environment_spec(level_name: str, config: EnvConfig) -> tuple[structures.Observation, int]:
