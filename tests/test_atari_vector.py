@@ -263,6 +263,11 @@ def test_the_backend_setting_chooses_the_batched_environment():
     with pytest.raises(ValueError, match="needs num_action_repeats >= 2"):
         configs.validate(one_repeat)
     configs.validate(one_repeat.replace("env", atari_backend="python"))
+    # No worker process per environment: the memory estimate counts ~2 MB, not a process each.
+    atari = envs.complete_config(configs.from_preset("atari"))
+    native_bytes = builders.memory_estimate(atari)["actors"]
+    python_bytes = builders.memory_estimate(atari.replace("env", atari_backend="python"))["actors"]
+    assert python_bytes - native_bytes == 48 * (60 - 2) * 2**20
 
 
 # ---------------------------------------------------------------------------------------------
