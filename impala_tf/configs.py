@@ -36,6 +36,7 @@ REWARD_CLIPPING_MODES = ("abs_one", "soft_asymmetric", "paper_caption", "none")
 OFF_POLICY_CORRECTIONS = ("vtrace", "one_step", "epsilon", "none")  # Section 5.2.2, Table 2.
 AGENTS = ("deep", "shallow")
 KINDS = ("toy", "atari", "dmlab")
+ATARI_BACKENDS = ("native", "python")
 DEFAULT_PRESET = "toy"
 
 SOURCE_DEFAULT = "default"
@@ -99,6 +100,13 @@ class EnvConfig:
     )
     atari_full_action_set: bool = setting(
         False, "All 18 Atari actions (the multi-task agent) instead of each game's minimal set."
+    )
+    atari_backend: str = setting(
+        "native",
+        "How actors step Atari: native (ale-py's C++ AtariVectorEnv, all of an actor's games in its "
+        "process) or python (one worker process per environment, impala_tf.envs.atari). Evaluation always "
+        "uses python (docs/atari.md).",
+        choices=ATARI_BACKENDS,
     )
     kind: str = setting("", "toy, atari or dmlab (from the level).", choices=KINDS, flag=False)
 
@@ -532,6 +540,7 @@ def validate(config: Config) -> Config:
         )
     if config.learner.epsilon <= 0:
         raise ValueError(f"epsilon must be > 0, got {config.learner.epsilon}")
+    _check_atari_backend(config.env)
     _check_replay(config.learner)
     if config.learner.popart_sigma_min >= config.learner.popart_sigma_max:
         raise ValueError(
@@ -540,6 +549,15 @@ def validate(config: Config) -> Config:
         )
     _check_pbt(config)
     return config
+
+
+def _check_atari_backend(env: EnvConfig) -> None:
+    """The native Atari backend pools frames like the Python pipeline only with >= 2 repeats."""
+    if env.kind == "atari" and env.atari_backend == "native" and env.num_action_repeats < 2:
+        raise ValueError(
+            f"atari_backend='native' needs num_action_repeats >= 2 (got "
+            f"{env.num_action_repeats}): its max-pool differs with 1; use --atari_backend=python"
+        )
 
 
 def _check_pbt(config: Config) -> None:

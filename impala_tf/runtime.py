@@ -6,7 +6,8 @@ next batch while the current one trains, applies the update of `impala_tf.learne
 weights after every update, and keeps the books: TensorBoard summaries, `episodes.csv`, a console
 progress line, checkpoints every N minutes and at exit, and resume from the latest checkpoint.
 
-`run_actor` steps its E environments in worker processes (`impala_tf.envs.workers`), refreshes its
+`run_actor` steps its E environments as a batch (`impala_tf.builders.batched_environment`: worker
+processes, or for Atari ale-py's native vector environment in the actor process), refreshes its
 weights from its learner at the start of every unroll, and enqueues each environment's T+1-step
 trajectory. Actor i feeds learner i % L; for suites, environment slot g = i x E + j plays level
 g mod (number of levels), round robin as in the release.
@@ -42,7 +43,6 @@ from impala_tf import cluster as cluster_lib
 from impala_tf import learner as learner_lib
 from impala_tf import replay as replay_lib
 from impala_tf.actor import Actor
-from impala_tf.envs import workers
 from impala_tf.pbt import member as pbt_member
 
 _LOG = logging.getLogger(__name__)
@@ -540,10 +540,7 @@ def run_actor(
     target = cluster.learner_target(learner_task)
     tf.random.set_seed(config.runtime.seed * 7919 + actor_index)
     levels = builders.actor_levels(config, actor_index)
-    factories = [
-        workers.EnvFactory(level, config.env, builders.environment_seed(config, actor_index, j))
-        for j, level in enumerate(levels)
-    ]
+    seeds = [builders.environment_seed(config, actor_index, j) for j in range(len(levels))]
     agent = builders.build_agent(config)
     specs = builders.trajectory_specs(config, agent)
     params = transport.ParameterClient(
@@ -563,7 +560,7 @@ def run_actor(
     )
     variables = agent.trainable_variables
     params.wait_for_parameters(connect_seconds)
-    with workers.BatchedEnvironment(factories) as env:
+    with builders.batched_environment(levels, config.env, seeds) as env:
         actor = Actor(
             agent,
             env,

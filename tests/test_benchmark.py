@@ -8,6 +8,7 @@ timeout, so a machine kept busy by a training run slows them down without failin
 processes.
 """
 
+import dataclasses
 import importlib.util
 import json
 import math
@@ -18,7 +19,7 @@ import sys
 import psutil
 import pytest
 
-from impala_tf.benchmark import common, end_to_end, main, report
+from impala_tf.benchmark import common, end_to_end, main, report, stages
 from impala_tf.reports import throughput
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -131,6 +132,41 @@ def test_stage_sections_json_and_ratios(tmp_path):
     names = {r["name"] for r in loaded["results"]}
     assert {u["name"] for u in updates} | {actor["name"]} == names
     assert data["machine"]["cpus"] == os.cpu_count()
+
+
+@pytest.mark.atari
+@pytest.mark.timeout(300)
+def test_actor_section_measures_each_atari_backend(tmp_path):
+    """Section (c) on Pong, native (ale-py's vector env in this process) then python (workers)."""
+    pytest.importorskip("ale_py.vector_env")
+    sizes = dataclasses.replace(STAGES, actor_levels=("atari/pong",), actor_rounds=1)
+    before = _children()
+    data = main.run_benchmark(sizes, ("actor",))
+    assert _children() <= before, "child processes left running"
+    rows = data["sections"]["actor"]
+    assert [(r["backend"], r["envs_per_actor"]) for r in rows] == [("native", 2), ("python", 2)]
+    assert [r["name"] for r in rows] == [
+        "actor-atari/pong-shallow-native-E2",
+        "actor-atari/pong-shallow-python-E2",
+    ]
+    for r in rows:
+        _assert_finite_positive(r, "env_frames_per_second", "actor_efficiency")
+    loaded = _round_trip(data, tmp_path)
+    assert report.compute_ratios(loaded["sections"]) == loaded["ratios"]
+    assert set(loaded["ratios"]["actor_efficiency"]) == {r["name"] for r in rows}
+    # The paired comparison: both backends in one process, ratios from the same rounds.
+    paired = stages.bench_atari_backends("atari/pong", "shallow", 2, sizes)
+    assert _children() <= before, "child processes left running"
+    for backend in ("native", "python"):
+        _assert_finite_positive(
+            paired, f"{backend}_env_frames_per_second", f"{backend}_actor_efficiency"
+        )
+    ratio = paired["env_native_over_python"]  # One round: the ratio of the two medians.
+    expected = paired["native_env_frames_per_second"] / paired["python_env_frames_per_second"]
+    assert ratio == pytest.approx(expected)
+    with pytest.raises(ValueError, match="Atari backends"):
+        stages.actor_backends("atari/pong", ["cpp"])
+    assert stages.actor_backends("toy/catch", ["native"]) == ["python"]
 
 
 @pytest.mark.timeout(900)

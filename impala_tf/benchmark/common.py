@@ -45,6 +45,8 @@ class Sizes:
     vtrace_repeats: int = 50
     env_counts: tuple[int, ...] = (1, 2, 4, 8)
     actor_levels: tuple[str, ...] = ("atari/pong", "toy/catch")
+    # Atari environment backends of section (c) (`configs.ATARI_BACKENDS`), measured in turn.
+    actor_backends: tuple[str, ...] = ("native", "python")
     actor_unroll: int = 20
     actor_unrolls: int = 5
     actor_rounds: int = 3

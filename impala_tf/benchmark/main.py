@@ -29,7 +29,10 @@ def run_benchmark(sizes: common.Sizes, sections: Sequence[str] = SECTIONS) -> di
     if "actor" in sections:
         out["actor"] = []
         for level in sizes.actor_levels:
-            out["actor"] += stages.bench_actor_suite(level, "shallow", sizes.env_counts, sizes)
+            for backend in stages.actor_backends(level, sizes.actor_backends):
+                out["actor"] += stages.bench_actor_suite(
+                    level, "shallow", sizes.env_counts, sizes, backend
+                )
     if "update" in sections:
         out["learner_update"] = []
         for kind, b, t in (

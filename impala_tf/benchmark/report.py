@@ -61,7 +61,8 @@ def paper_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
         rows.append(
             {
                 "name": r["name"],
-                "architecture": f"One actor, {r['envs_per_actor']} envs (no learner)",
+                "architecture": f"One actor, {r['envs_per_actor']} envs (no learner)"
+                + (", ale-py native vector env" if r.get("backend") == "native" else ""),
                 "cpus": cpus,
                 "gpus": 0,
                 "task": r["level"],

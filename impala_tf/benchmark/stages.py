@@ -3,13 +3,15 @@
 - (a) the learner's update on synthetic batches (`bench_learner_update`);
 - (d) V-trace alone (`bench_vtrace`; paper section 4);
 - (c) one actor with fixed weights, environment stepping alone and batched inference alone, for
-  the same E environments (`bench_actor_suite`; `bench_actor` times the actor alone);
+  the same E environments (`bench_actor_suite`; `bench_actor` times the actor alone), on worker
+  processes or, for Atari, on ale-py's native vector environment (`backend`, `actor_backends`);
 - (e) the transport: trajectories from producer processes through the learner-hosted queue
   (`bench_transport`, whose producer processes run `producer_main`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -19,11 +21,10 @@ import tensorflow as tf
 import tree
 
 from impala_tf import actor as actor_lib
+from impala_tf import builders, configs, envs, networks, transport, vtrace
 from impala_tf import cluster as cluster_lib
-from impala_tf import configs, envs, networks, transport, vtrace
 from impala_tf import learner as learner_lib
 from impala_tf.benchmark import common, process
-from impala_tf.envs import workers
 
 # --------------------------------------------------------------------------------------------
 # (a) The learner's update on synthetic batches.
@@ -125,17 +126,38 @@ def _agent_for_level(level: str, agent_name: str) -> networks.Agent:
     return net
 
 
-def _factories(level: str, num_envs: int) -> list[workers.EnvFactory]:
-    config = _env_config(level)
-    return [workers.EnvFactory(level, config, seed=1 + j) for j in range(num_envs)]
+def actor_backends(level: str, backends: Sequence[str]) -> list[str]:
+    """The environment backends to measure on `level`: `backends` for Atari (`native`: ale-py's
+    vector environment in the actor process; `python`: worker processes), else `python` only."""
+    if envs.environment_kind(level) != "atari":
+        return ["python"]
+    unknown = set(backends) - set(configs.ATARI_BACKENDS)
+    if unknown or not backends:
+        raise ValueError(
+            f"Atari backends {list(backends)}; expected some of {configs.ATARI_BACKENDS}"
+        )
+    return list(backends)
+
+
+def _batched_env(level: str, num_envs: int, backend: str = "python") -> Any:
+    """E environments of `level` (seeds 1..E) on `backend` (see `actor_backends`)."""
+    config = dataclasses.replace(_env_config(level), atari_backend=backend)
+    seeds = [1 + j for j in range(num_envs)]
+    return builders.batched_environment([level] * num_envs, config, seeds)
 
 
 def bench_actor(
-    level: str, agent_name: str, num_envs: int, unroll_length: int, unrolls: int
+    level: str,
+    agent_name: str,
+    num_envs: int,
+    unroll_length: int,
+    unrolls: int,
+    backend: str = "python",
 ) -> dict[str, Any]:
-    """Frames/s of `Actor.unroll` (fixed weights, nothing enqueued) over E env worker processes."""
+    """Frames/s of `Actor.unroll` (fixed weights, nothing enqueued) over E environments (worker
+    processes, or for Atari with `backend="native"` ale-py's vector environment)."""
     agent = _agent_for_level(level, agent_name)
-    with workers.BatchedEnvironment(_factories(level, num_envs)) as env:
+    with _batched_env(level, num_envs, backend) as env:
         actor = actor_lib.Actor(agent, env, unroll_length, [level] * num_envs)
         actor.unroll()  # Trace.
         start = time.perf_counter()
@@ -151,23 +173,35 @@ def actor_efficiency(actor_fps: float, env_fps: float, inference_fps: float) -> 
     return actor_fps * (1.0 / env_fps + 1.0 / inference_fps)
 
 
+def _actor_row_name(level: str, agent_name: str, backend: str, num_envs: int) -> str:
+    suffix = f"-{backend}" if envs.environment_kind(level) == "atari" else ""
+    return f"actor-{level}-{agent_name}{suffix}-E{num_envs}"
+
+
 def bench_actor_suite(
-    level: str, agent_name: str, env_counts: Sequence[int], sizes: common.Sizes
+    level: str,
+    agent_name: str,
+    env_counts: Sequence[int],
+    sizes: common.Sizes,
+    backend: str = "python",
 ) -> list[dict[str, Any]]:
     """Section (c) for each E: env stepping alone, inference alone and the actor, interleaved.
 
-    The three are measured `sizes.actor_rounds` times in turn on the same env worker processes
-    and the median of each is kept: single sub-second windows on a small machine vary by 10-20 %,
-    and the efficiency is a ratio of three of them.
+    The three are measured `sizes.actor_rounds` times in turn on the same environments and the
+    median of each is kept: single sub-second windows on a small machine vary by 10-20 %, and the
+    efficiency is a ratio of three of them. `backend` chooses the Atari environments
+    (`actor_backends`); other levels always use worker processes.
     """
+    (backend,) = actor_backends(level, [backend])
     rows = []
     for num_envs in env_counts:
-        env_fps, inf_fps, act_fps = _median_actor_rates(level, agent_name, num_envs, sizes)
+        env_fps, inf_fps, act_fps = _median_actor_rates(level, agent_name, num_envs, sizes, backend)
         rows.append(
             {
-                "name": f"actor-{level}-{agent_name}-E{num_envs}",
+                "name": _actor_row_name(level, agent_name, backend, num_envs),
                 "level": level,
                 "agent": agent_name,
+                "backend": backend,
                 "envs_per_actor": num_envs,
                 "rounds": sizes.actor_rounds,
                 "env_frames_per_second": env_fps,
@@ -187,14 +221,14 @@ def bench_actor_suite(
 
 
 def _median_actor_rates(
-    level: str, agent_name: str, num_envs: int, sizes: common.Sizes
+    level: str, agent_name: str, num_envs: int, sizes: common.Sizes, backend: str = "python"
 ) -> tuple[float, float, float]:
     """Median frames/s of env stepping, batched inference and `Actor.unroll` over the rounds."""
     agent = _agent_for_level(level, agent_name)
     frames_per_step = num_envs * _repeats(level)
     rng = np.random.default_rng(0)
     env_rates, inference_rates, actor_rates = [], [], []
-    with workers.BatchedEnvironment(_factories(level, num_envs)) as env:
+    with _batched_env(level, num_envs, backend) as env:
         actor = actor_lib.Actor(agent, env, sizes.actor_unroll, [level] * num_envs)
         actor.unroll()  # Trace.
         policy, env_output = actor_lib.InferenceStep(agent), env.initial()
@@ -221,6 +255,88 @@ def _median_actor_rates(
         float(np.median(inference_rates)),
         float(np.median(actor_rates)),
     )
+
+
+def _timed_rate(fn: Any, calls: int, frames_per_call: int) -> float:
+    """Frames/s of `calls` calls of `fn`."""
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    return calls * frames_per_call / (time.perf_counter() - start)
+
+
+def bench_atari_backends(
+    level: str, agent_name: str, num_envs: int, sizes: common.Sizes
+) -> dict[str, Any]:
+    """Native vs python Atari backends of one actor, measured in alternation in one process.
+
+    Both backends' environments and actors exist at once. Each of `sizes.actor_rounds` rounds
+    times, per backend and in alternating order, `sizes.env_steps` random env steps and
+    `sizes.actor_unrolls` `Actor.unroll` calls, plus `sizes.inference_steps` inference steps alone.
+    The drift of a shared machine then hits both backends alike; `native_over_python` is the median
+    of the per-round ratios. Frames are agent steps x `common.ACTION_REPEATS`.
+    """
+    agent = _agent_for_level(level, agent_name)
+    frames_per_step = num_envs * _repeats(level)
+    backends = ("native", "python")
+    rng = np.random.default_rng(0)
+    rates: dict[str, list[float]] = {"inference": []}
+    with (
+        _batched_env(level, num_envs, "native") as native,
+        _batched_env(level, num_envs, "python") as python,
+    ):
+        env = dict(zip(backends, (native, python), strict=True))
+        actor = {
+            b: actor_lib.Actor(agent, env[b], sizes.actor_unroll, [level] * num_envs)
+            for b in backends
+        }
+        for b in backends:
+            actor[b].unroll()  # Trace; start every environment.
+        policy, env_output = actor_lib.InferenceStep(agent), native.initial()
+        state = policy.initial_state(num_envs)
+        output, state = policy(np.zeros([num_envs], np.int32), env_output, state)
+        for round_index in range(sizes.actor_rounds):
+            order = backends if round_index % 2 == 0 else backends[::-1]
+            for b in order:
+                actions = iter(rng.integers(0, native.num_actions, (sizes.env_steps, num_envs)))
+                rates.setdefault(f"env_{b}", []).append(
+                    _timed_rate(
+                        lambda b=b, a=actions: env[b].step(next(a)),
+                        sizes.env_steps,
+                        frames_per_step,
+                    )
+                )
+
+            def infer() -> None:
+                nonlocal output, state
+                output, state = policy(output.action, env_output, state)
+
+            rates["inference"].append(_timed_rate(infer, sizes.inference_steps, frames_per_step))
+            for b in order:
+                rates.setdefault(f"actor_{b}", []).append(
+                    _timed_rate(
+                        actor[b].unroll, sizes.actor_unrolls, sizes.actor_unroll * frames_per_step
+                    )
+                )
+    median = {key: float(np.median(values)) for key, values in rates.items()}
+    row: dict[str, Any] = {
+        "name": f"actor-backends-{level}-{agent_name}-E{num_envs}",
+        "level": level,
+        "agent": agent_name,
+        "envs_per_actor": num_envs,
+        "rounds": sizes.actor_rounds,
+        "inference_frames_per_second": median["inference"],
+    }
+    for b in backends:
+        row[f"{b}_env_frames_per_second"] = median[f"env_{b}"]
+        row[f"{b}_actor_frames_per_second"] = median[f"actor_{b}"]
+        row[f"{b}_actor_efficiency"] = actor_efficiency(
+            median[f"actor_{b}"], median[f"env_{b}"], median["inference"]
+        )
+    for stage in ("env", "actor"):
+        paired = np.array(rates[f"{stage}_native"]) / np.array(rates[f"{stage}_python"])
+        row[f"{stage}_native_over_python"] = float(np.median(paired))
+    return row
 
 
 # --------------------------------------------------------------------------------------------
