@@ -59,6 +59,11 @@ class Sizes:
     e2e_seconds: float = 60.0
     e2e_ceiling_steps: int = 3
     e2e_ceiling_seconds: float = 10.0
+    # Agent steps of env stepping and of inference timed for each run's stage costs (its bound).
+    e2e_cost_steps: int = 100
+    # The measured float32 peak: matmul size and calls per thread count (`peak.machine_peak`).
+    peak_matmul_size: int = 4096
+    peak_matmul_calls: int = 8
     # End-to-end runs with the learner and the actors on separate halves of the CPUs.
     dedicated_runs: tuple[dict[str, Any], ...] = ()
 
@@ -111,6 +116,9 @@ class Sizes:
             e2e_seconds=15.0,
             e2e_ceiling_steps=2,
             e2e_ceiling_seconds=3.0,
+            e2e_cost_steps=30,
+            peak_matmul_size=2048,
+            peak_matmul_calls=5,
             dedicated_runs=(
                 dict(
                     level="seekavoid_arena_01", agent="deep", actors=1, envs=4, batch=4, unroll=20

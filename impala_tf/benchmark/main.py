@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from impala_tf import benchmark
-from impala_tf.benchmark import common, end_to_end, report, stages
+from impala_tf.benchmark import common, end_to_end, flops, peak, report, stages
 
 SECTIONS = ("update", "vtrace", "actor", "transport", "e2e")
 
@@ -31,6 +31,10 @@ def run_benchmark(sizes: common.Sizes, sections: Sequence[str] = SECTIONS) -> di
         for level in sizes.actor_levels:
             out["actor"] += stages.bench_actor_suite(level, "shallow", sizes.env_counts, sizes)
     if "update" in sections:
+        out["machine_peak"] = peak.machine_peak(sizes.peak_matmul_size, sizes.peak_matmul_calls)
+        for line in peak.format_peak(out["machine_peak"]):
+            print(f"  {line}", flush=True)
+        tokens = len(common.INSTRUCTION.split())
         out["learner_update"] = []
         for kind, b, t in (
             ("dmlab", sizes.dmlab_batch, sizes.dmlab_unroll),
@@ -43,12 +47,9 @@ def run_benchmark(sizes: common.Sizes, sections: Sequence[str] = SECTIONS) -> di
                     r = stages.bench_learner_update(
                         agent, kind, b, t, sizes.update_warmup, sizes.update_steps, jit
                     )
+                    r.update(flops.update_row_flops(r, tokens))
                     out["learner_update"].append(r)
-                    print(
-                        f"  {r['name']} B={b} T={t}: {r['seconds_per_update'] * 1e3:.0f} ms/update,"
-                        f" {r['environment_frames_per_second']:.0f} frames/s",
-                        flush=True,
-                    )
+                    print(report.format_update(r, out["machine_peak"]), flush=True)
     if "vtrace" in sections:
         out["vtrace"] = []
         for t, b in (

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from impala_tf import envs
+from impala_tf.benchmark import bound
 
 
 def paper_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
@@ -80,6 +81,11 @@ def compute_ratios(sections: dict[str, Any]) -> dict[str, Any]:
     learner measured on its last batch once its actors had stopped (`bench_end_to_end`); it also
     reports the ratio to the synthetic update of section (a) with the same agent, shapes (DMLab for
     DMLab levels, Atari otherwise), B and T, when one was measured.
+
+    update_fraction_of_peak gives each update's achieved FLOP/s (`impala_tf.benchmark.flops`)
+    against the machine's derived and measured float32 peaks (`impala_tf.benchmark.peak`);
+    end_to_end_bound each run's frames/s against the bound from its stages' CPU seconds per frame
+    (`impala_tf.benchmark.bound`).
     """
     ratios: dict[str, Any] = {"learner_efficiency": {}, "actor_efficiency": {}}
     updates = {
@@ -122,7 +128,56 @@ def compute_ratios(sections: dict[str, Any]) -> dict[str, Any]:
                     v["seconds_per_call"] * scale / u["seconds_per_update"]
                 )
     ratios["vtrace_fraction"] = fractions
+    peak = sections.get("machine_peak")
+    ratios["update_fraction_of_peak"] = {
+        u["name"]: fraction_of_peak(u, peak)
+        for u in sections.get("learner_update", [])
+        if peak and "achieved_flops_per_second" in u
+    }
+    bounds = {run["name"]: bound.run_bound(run) for run in runs}
+    ratios["end_to_end_bound"] = {name: b for name, b in bounds.items() if b is not None}
     return ratios
+
+
+def fraction_of_peak(update: dict[str, Any], peak: dict[str, Any]) -> dict[str, float]:
+    """An update's achieved FLOP/s and its share of the derived and of the measured peak.
+
+    The measured peak is the matmul with as many threads as the machine's CPUs (TF's default
+    for the benchmark process, in which the updates run).
+    """
+    achieved = update["achieved_flops_per_second"]
+    measured = max(peak["measured"], key=lambda m: m["threads"])
+    return {
+        "achieved_gflops": achieved / 1e9,
+        "derived_peak_gflops": peak["derived"]["peak_flops"] / 1e9,
+        "measured_peak_gflops": measured["best_flops"] / 1e9,
+        "measured_peak_threads": measured["threads"],
+        "fraction_of_derived_peak": achieved / peak["derived"]["peak_flops"],
+        "fraction_of_measured_peak": achieved / measured["best_flops"],
+    }
+
+
+def format_update(r: dict[str, Any], peak: dict[str, Any] | None = None) -> str:
+    """One progress line for a learner update: time, frames/s and FLOP/s (with the peaks)."""
+    line = (
+        f"  {r['name']} B={r['batch_size']} T={r['unroll_length']}: "
+        f"{r['seconds_per_update'] * 1e3:.0f} ms/update, "
+        f"{r['environment_frames_per_second']:.0f} frames/s"
+    )
+    if "achieved_flops_per_second" in r:
+        line += (
+            f", {r['flops_per_update'] / 1e9:.1f} GFLOP/update "
+            f"({r['learner_flops_per_frame'] / 1e6:.1f} MFLOP/frame), "
+            f"{r['achieved_flops_per_second'] / 1e9:.1f} GFLOP/s"
+        )
+        if peak:
+            f = fraction_of_peak(r, peak)
+            line += (
+                f" = {f['fraction_of_derived_peak']:.1%} of the derived peak, "
+                f"{f['fraction_of_measured_peak']:.1%} of the measured "
+                f"{f['measured_peak_threads']}-thread matmul"
+            )
+    return line
 
 
 def format_end_to_end(r: dict[str, Any]) -> str:
@@ -133,6 +188,19 @@ def format_end_to_end(r: dict[str, Any]) -> str:
         f"{r['same_batch_update_frames_per_second']:.0f}), learner CPUs {r['learner_cpus']}, "
         f"actor CPUs {r['actor_cpus']} nice {r['actor_nice']}, peak RSS learner "
         f"{r['learner_peak_rss_mb']:.0f} MB, actors {[round(x) for x in r['actor_peak_rss_mb']]} MB"
+        + _format_bound(r)
+    )
+
+
+def _format_bound(r: dict[str, Any]) -> str:
+    b = bound.run_bound(r)
+    if b is None:
+        return ""
+    return (
+        f"; {b['ratio']:.2f} of the stage-cost bound {b['bound_frames_per_second']:.0f} frames/s "
+        f"({b['model']}), CPU used in the window: learner "
+        f"{r['window_cpu_seconds_learner'] / r['window_seconds']:.2f}, actors "
+        f"{r['window_cpu_seconds_actors'] / r['window_seconds']:.2f} CPUs"
     )
 
 
@@ -154,4 +222,18 @@ def format_ratios(ratios: dict[str, Any]) -> list[str]:
         lines.append(f"actor_efficiency={value:.3f} ({name})")
     for name, value in ratios["vtrace_fraction"].items():
         lines.append(f"vtrace_fraction={value:.4f} ({name})")
+    for name, f in ratios.get("update_fraction_of_peak", {}).items():
+        lines.append(
+            f"fraction_of_peak={f['fraction_of_derived_peak']:.3f} ({name}: "
+            f"{f['achieved_gflops']:.1f} GFLOP/s of the derived {f['derived_peak_gflops']:.1f}; "
+            f"{f['fraction_of_measured_peak']:.3f} of the measured "
+            f"{f['measured_peak_gflops']:.1f} GFLOP/s matmul)"
+        )
+    for name, b in ratios.get("end_to_end_bound", {}).items():
+        lines.append(
+            f"end_to_end_vs_bound={b['ratio']:.3f} ({name}: {b['end_to_end_fps']:.0f} / "
+            f"{b['bound_frames_per_second']:.0f} frames/s; {b['model']}; CPU us/frame env "
+            f"{b['env_cpu_us_per_frame']:.0f}, inference {b['inference_cpu_us_per_frame']:.0f}, "
+            f"learner {b['learner_cpu_us_per_frame']:.0f})"
+        )
     return lines
