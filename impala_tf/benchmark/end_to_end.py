@@ -181,7 +181,9 @@ def bench_end_to_end(
             train_seconds += time.perf_counter() - t0
             updates += 1
         window = time.perf_counter() - start
-        learner_cpu, actors_cpu = (b - a for a, b in zip(cpu_start, _window_cpu_seconds(children)))
+        learner_cpu, actors_cpu = (
+            b - a for a, b in zip(cpu_start, _window_cpu_seconds(children), strict=True)
+        )
     finally:
         memory = sampler.stop()
         prefetcher.stop()
