@@ -115,3 +115,38 @@ def test_per_frame_and_per_update_arithmetic():
     assert f.actor_per_frame() == pytest.approx(30 / 4)
     deep = flops.bench_agent_flops("deep", "dmlab", instruction_tokens=10)
     assert deep.update_flops(32, 100) == deep.train_per_step * 32 * 101
+
+
+def _reference_float32_torso(torso: networks.ResNetTorso, frame: tf.Tensor) -> tf.Tensor:
+    """The deep torso's float32 computation as written before `compute_dtype` existed."""
+    x = tf.cast(frame, tf.float32) / 255.0
+    for first, blocks in torso._sections:
+        x = tf.nn.max_pool2d(first(x), ksize=3, strides=2, padding="SAME")
+        for conv_a, conv_b in blocks:
+            x = x + conv_b(tf.nn.relu(conv_a(tf.nn.relu(x))))
+    return tf.nn.relu(torso._linear(networks.snt.Flatten()(tf.nn.relu(x))))
+
+
+def test_bfloat16_torso_is_opt_in_and_keeps_float32_weights_and_gradients():
+    frame = tf.random.uniform((2,) + common.ATARI_FRAME, 0, 256, tf.int32, seed=3)
+    frame = tf.cast(frame, tf.uint8)
+    default = networks.ResNetTorso()
+    assert default.compute_dtype == "float32"
+    # The default is bit-identical to the float32 computation.
+    assert tf.reduce_all(default(frame) == _reference_float32_torso(default, frame))
+    fast = networks.ResNetTorso(compute_dtype="bfloat16")
+    fast(frame)
+    for mine, theirs in zip(fast.trainable_variables, default.trainable_variables, strict=True):
+        assert mine.dtype == tf.float32
+        mine.assign(theirs)
+    with tf.GradientTape() as tape:
+        out = fast(frame)
+        total = tf.reduce_sum(out)
+    assert out.dtype == tf.float32
+    gradients = tape.gradient(total, fast.trainable_variables)
+    assert all(g is not None and g.dtype == tf.float32 for g in gradients)
+    # bfloat16 has 8 significant bits: close to the float32 torso, not equal.
+    expected = default(frame)
+    assert float(tf.norm(out - expected) / tf.norm(expected)) < 0.05
+    with pytest.raises(ValueError, match="deep torso only"):
+        networks.make_agent("shallow", 6, False, False, atari=True, torso_dtype="bfloat16")
