@@ -40,6 +40,8 @@ class Sizes:
     atari_unroll: int = 20
     update_agents: tuple[str, ...] = ("shallow", "deep")
     update_jit: tuple[bool, ...] = (False, True)
+    # The deep agent's update is also measured with these opt-in torso dtypes (`networks`).
+    update_deep_extra_dtypes: tuple[str, ...] = ("bfloat16",)
     update_warmup: int = 2
     update_steps: int = 5
     vtrace_repeats: int = 50
@@ -177,10 +179,17 @@ def shapes(kind: str) -> tuple[tuple[int, ...], int, bool, bool]:
     raise ValueError(f"unknown shapes {kind!r}")
 
 
-def make_bench_agent(agent: str, kind: str) -> networks.Agent:
+def make_bench_agent(agent: str, kind: str, torso_dtype: str = "float32") -> networks.Agent:
     """The paper's agent for `dmlab` (LSTM + instruction) or `atari` (feed-forward) shapes."""
     frame, num_actions, use_lstm, use_instruction = shapes(kind)
-    net = networks.make_agent(agent, num_actions, use_lstm, use_instruction, atari=kind == "atari")
+    net = networks.make_agent(
+        agent,
+        num_actions,
+        use_lstm,
+        use_instruction,
+        atari=kind == "atari",
+        torso_dtype=torso_dtype,
+    )
     net.create_variables(structures.observation_specs(frame))
     return net
 

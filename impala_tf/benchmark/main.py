@@ -40,16 +40,13 @@ def run_benchmark(sizes: common.Sizes, sections: Sequence[str] = SECTIONS) -> di
             ("dmlab", sizes.dmlab_batch, sizes.dmlab_unroll),
             ("atari", sizes.atari_batch, sizes.atari_unroll),
         ):
-            for agent in sizes.update_agents:
-                for jit in sizes.update_jit:
-                    if jit and agent == "deep":
-                        continue  # XLA's CPU convolutions: 2.5x slower (BENCHMARKS.md).
-                    r = stages.bench_learner_update(
-                        agent, kind, b, t, sizes.update_warmup, sizes.update_steps, jit
-                    )
-                    r.update(flops.update_row_flops(r, tokens))
-                    out["learner_update"].append(r)
-                    print(report.format_update(r, out["machine_peak"]), flush=True)
+            for agent, jit, dtype in _update_variants(sizes):
+                r = stages.bench_learner_update(
+                    agent, kind, b, t, sizes.update_warmup, sizes.update_steps, jit, dtype
+                )
+                r.update(flops.update_row_flops(r, tokens))
+                out["learner_update"].append(r)
+                print(report.format_update(r, out["machine_peak"]), flush=True)
     if "vtrace" in sections:
         out["vtrace"] = []
         for t, b in (
@@ -92,6 +89,19 @@ def run_benchmark(sizes: common.Sizes, sections: Sequence[str] = SECTIONS) -> di
     data["machine"]["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
     data["total_seconds"] = time.perf_counter() - started
     return data
+
+
+def _update_variants(sizes: common.Sizes) -> list[tuple[str, bool, str]]:
+    """(agent, jit_compile, torso dtype) of each update measured for each shapes."""
+    variants = []
+    for agent in sizes.update_agents:
+        for jit in sizes.update_jit:
+            if jit and agent == "deep":
+                continue  # XLA's CPU convolutions: 2.5x slower (BENCHMARKS.md).
+            variants.append((agent, jit, "float32"))
+        if agent == "deep":
+            variants += [(agent, False, dtype) for dtype in sizes.update_deep_extra_dtypes]
+    return variants
 
 
 def main(argv: Sequence[str] | None = None) -> int:
