@@ -113,6 +113,10 @@ def test_stage_sections_json_and_ratios(tmp_path):
         assert u["achieved_flops_per_second"] == pytest.approx(
             u["flops_per_update"] / u["seconds_per_update"]
         )
+        _assert_finite_positive(u, "cpu_seconds_per_update")
+        assert u["flops_per_cpu_second"] == pytest.approx(
+            u["flops_per_update"] / u["cpu_seconds_per_update"]
+        )
         fraction = data["ratios"]["update_fraction_of_peak"][u["name"]]
         assert fraction["fraction_of_derived_peak"] == pytest.approx(
             u["achieved_flops_per_second"] / machine_peak["derived"]["peak_flops"]

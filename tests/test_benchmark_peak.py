@@ -77,7 +77,7 @@ def test_microarchitecture_table_and_flag_fallback(cpu, name, units, bits):
 
 
 PEAK = {
-    "derived": {"peak_flops": 200e9},
+    "derived": {"peak_flops": 200e9, "peak_flops_per_core": 100e9},
     "measured": [
         {"threads": 1, "best_flops": 90e9, "median_flops": 80e9},
         {"threads": 2, "best_flops": 160e9, "median_flops": 150e9},
@@ -86,8 +86,11 @@ PEAK = {
 
 
 def test_fraction_of_peak_uses_all_threads_measured_peak():
-    update = {"name": "u", "achieved_flops_per_second": 80e9}
+    update = {"name": "u", "achieved_flops_per_second": 80e9, "flops_per_cpu_second": 45e9}
     f = report.fraction_of_peak(update, PEAK)
+    # Per CPU-second: against one core's derived peak and the 1-thread matmul.
+    assert f["cpu_fraction_of_derived_core_peak"] == pytest.approx(0.45)
+    assert f["cpu_fraction_of_measured_1_thread"] == pytest.approx(0.5)
     assert f["fraction_of_derived_peak"] == pytest.approx(0.4)
     assert f["fraction_of_measured_peak"] == pytest.approx(0.5)
     assert f["measured_peak_threads"] == 2

@@ -264,4 +264,5 @@ def update_row_flops(row: dict[str, Any], instruction_tokens: int) -> dict[str, 
         "flops_per_update": per_update,
         "learner_flops_per_frame": f.learner_per_frame(row["unroll_length"]),
         "achieved_flops_per_second": per_update / row["seconds_per_update"],
+        "flops_per_cpu_second": per_update / row["cpu_seconds_per_update"],
     }

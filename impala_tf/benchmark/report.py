@@ -150,7 +150,18 @@ def fraction_of_peak(update: dict[str, Any], peak: dict[str, Any]) -> dict[str, 
     """
     achieved = update["achieved_flops_per_second"]
     measured = max(peak["measured"], key=lambda m: m["threads"])
+    one_thread = min(peak["measured"], key=lambda m: m["threads"])
+    per_cpu_second = update.get("flops_per_cpu_second")
+    per_cpu = {}
+    if per_cpu_second:  # Per CPU-second against one core: robust to other load on the machine.
+        per_cpu = {
+            "gflops_per_cpu_second": per_cpu_second / 1e9,
+            "cpu_fraction_of_derived_core_peak": per_cpu_second
+            / peak["derived"]["peak_flops_per_core"],
+            "cpu_fraction_of_measured_1_thread": per_cpu_second / one_thread["best_flops"],
+        }
     return {
+        **per_cpu,
         "achieved_gflops": achieved / 1e9,
         "derived_peak_gflops": peak["derived"]["peak_flops"] / 1e9,
         "measured_peak_gflops": measured["best_flops"] / 1e9,
@@ -180,6 +191,11 @@ def format_update(r: dict[str, Any], peak: dict[str, Any] | None = None) -> str:
                 f"{f['fraction_of_measured_peak']:.1%} of the measured "
                 f"{f['measured_peak_threads']}-thread matmul"
             )
+            if "gflops_per_cpu_second" in f:
+                line += (
+                    f"; {f['gflops_per_cpu_second']:.1f} GFLOP per CPU-second = "
+                    f"{f['cpu_fraction_of_measured_1_thread']:.1%} of the 1-thread matmul"
+                )
     return line
 
 

@@ -52,7 +52,9 @@ def bench_learner_update(
     for _ in range(warmup):
         learner.train_step(batch)["total_loss"].numpy()
     warmup_seconds = time.perf_counter() - start
+    cpu = time.process_time()
     seconds = common.timed(lambda: learner.train_step(batch)["total_loss"].numpy(), steps)
+    cpu_seconds = (time.process_time() - cpu) / steps
     agent_steps = batch_size * unroll_length
     return {
         "name": f"update-{agent_name}-{kind}"
@@ -67,6 +69,8 @@ def bench_learner_update(
         "warmup_seconds": warmup_seconds,
         "steps": steps,
         "seconds_per_update": seconds,
+        # Process CPU seconds (all threads) per update: what the update costs on a shared machine.
+        "cpu_seconds_per_update": cpu_seconds,
         "agent_steps_per_second": agent_steps / seconds,
         "environment_frames_per_second": agent_steps * common.ACTION_REPEATS / seconds,
     }
