@@ -191,6 +191,8 @@ def format_update(r: dict[str, Any], peak: dict[str, Any] | None = None) -> str:
                 f"{f['fraction_of_measured_peak']:.1%} of the measured "
                 f"{f['measured_peak_threads']}-thread matmul"
             )
+            if r.get("torso_dtype") == "bfloat16":
+                line += " (bfloat16 torso: its dot products peak at 2x the float32 rate)"
             if "gflops_per_cpu_second" in f:
                 line += (
                     f"; {f['gflops_per_cpu_second']:.1f} GFLOP per CPU-second = "
