@@ -126,3 +126,17 @@ def test_run_bound_from_an_end_to_end_row():
     assert b["ratio"] == pytest.approx(0.5)
     assert b["learner_cpu_us_per_frame"] == pytest.approx(250.0)
     assert bound.run_bound({**run, "stage_costs": None}) is None
+
+
+def test_alternate_reports_medians_and_ratios_to_the_first_dtype():
+    from impala_tf.benchmark import alternate, flops
+
+    results = {
+        "float32": {"wall_seconds": [2.0, 3.0, 2.5], "cpu_seconds": [4.0, 4.2, 4.2]},
+        "bfloat16": {"wall_seconds": [1.0, 1.5, 1.25], "cpu_seconds": [2.0, 2.2, 2.1]},
+    }
+    lines = alternate.format_results(results, "atari", 32, 20)
+    update = flops.bench_agent_flops("deep", "atari", 10).update_flops(32, 20)
+    assert f"({update / 2.5 / 1e9:.1f} GFLOP/s)" in lines[0]
+    assert "ratio to float32: wall 1.000, CPU 1.000" in lines[0]
+    assert "ratio to float32: wall 0.500, CPU 0.500" in lines[1]

@@ -89,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     info = peak.read_cpuinfo()
     print(f"cpu: {info.model_name}; {peak.microarchitecture(info)[0]}; flags: ", end="")
-    print(sorted(info.flags & {"avx2", "avx512f", "avx512_bf16", "amx_bf16"}), flush=True)
+    print(" ".join(sorted(info.flags & peak.ISA_FLAGS)), flush=True)
     dtypes = args.dtypes.split(",")
     results = alternate(args.shapes, args.batch, args.unroll, args.rounds, dtypes)
     for line in format_results(results, args.shapes, args.batch, args.unroll):

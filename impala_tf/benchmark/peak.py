@@ -53,6 +53,10 @@ MICROARCHITECTURES: dict[tuple[str, int], list[tuple[int, int, str, int, int]]] 
 }
 
 
+# The ISA flags printed beside the peak (the float32 and bfloat16 dot-product extensions).
+ISA_FLAGS = frozenset({"avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile"})
+
+
 @dataclasses.dataclass(frozen=True)
 class CpuInfo:
     """What /proc/cpuinfo says about the CPUs (the first processor's fields)."""
@@ -132,7 +136,7 @@ def derived_peak(info: CpuInfo, max_clock_mhz: float | None = None) -> dict[str,
         "cpu_model": info.model_name,
         "microarchitecture": name,
         "microarchitecture_source": source,
-        "isa_flags": sorted(info.flags & {"avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16"}),
+        "isa_flags": sorted(info.flags & ISA_FLAGS),
         "physical_cores": info.physical_cores,
         "fma_units_per_core": units,
         "fp32_lanes_per_fma_unit": lanes,
@@ -150,7 +154,8 @@ def format_derivation(d: dict[str, Any]) -> str:
         f"derived fp32 peak = {d['physical_cores']} cores x {d['fma_units_per_core']} FMA units x "
         f"{d['fp32_lanes_per_fma_unit']} lanes x 2 FLOPs x {d['clock_ghz']:.3f} GHz = "
         f"{d['peak_flops'] / 1e9:.1f} GFLOP/s ({d['microarchitecture']}; "
-        f"{d['microarchitecture_source']}; clock: {d['clock_source']}; {d['cpu_model']})"
+        f"{d['microarchitecture_source']}; clock: {d['clock_source']}; {d['cpu_model']}; "
+        f"flags: {' '.join(d['isa_flags'])})"
     )
 
 
