@@ -94,6 +94,11 @@ def test_fraction_of_peak_uses_all_threads_measured_peak():
     assert f["fraction_of_derived_peak"] == pytest.approx(0.4)
     assert f["fraction_of_measured_peak"] == pytest.approx(0.5)
     assert f["measured_peak_threads"] == 2
+    # The bfloat16 torso's row is also compared with the measured bfloat16 matmul.
+    bf16_peak = {**PEAK, "measured_bfloat16": [{"threads": 2, "best_flops": 320e9}]}
+    bf16 = report.fraction_of_peak({**update, "torso_dtype": "bfloat16"}, bf16_peak)
+    assert bf16["fraction_of_measured_bfloat16_peak"] == pytest.approx(0.25)
+    assert "fraction_of_measured_bfloat16_peak" not in report.fraction_of_peak(update, bf16_peak)
     sections = {"machine_peak": PEAK, "learner_update": []}
     assert report.compute_ratios(sections)["update_fraction_of_peak"] == {}
 

@@ -53,6 +53,7 @@ MICROARCHITECTURES: dict[tuple[str, int], list[tuple[int, int, str, int, int]]] 
 }
 
 
+BFLOAT16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
 # The ISA flags printed beside the peak (the float32 and bfloat16 dot-product extensions).
 ISA_FLAGS = frozenset({"avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile"})
 
@@ -163,8 +164,8 @@ def format_derivation(d: dict[str, Any]) -> str:
 # The measured peak, in fresh processes (TF's thread counts are fixed once it starts).
 
 
-def matmul_rates(threads: int, size: int, calls: int) -> list[float]:
-    """FLOP/s of `calls` float32 `[size, size] x [size, size]` matmuls on `threads` TF threads.
+def matmul_rates(threads: int, size: int, calls: int, dtype: str = "float32") -> list[float]:
+    """FLOP/s of `calls` `[size, size] x [size, size]` matmuls in `dtype` on `threads` TF threads.
 
     Must run in a process whose TF runtime has not started yet (it sets the thread counts).
     """
@@ -172,9 +173,10 @@ def matmul_rates(threads: int, size: int, calls: int) -> list[float]:
 
     tf.config.threading.set_intra_op_parallelism_threads(threads)
     tf.config.threading.set_inter_op_parallelism_threads(1)
-    a = tf.random.normal([size, size], seed=1)
-    b = tf.random.normal([size, size], seed=2)
-    product = tf.function(lambda: tf.reduce_sum(tf.matmul(a, b)))
+    a = tf.cast(tf.random.normal([size, size], seed=1), dtype)
+    b = tf.cast(tf.random.normal([size, size], seed=2), dtype)
+    # Only a corner of the product leaves the matmul: the reduction costs nothing.
+    product = tf.function(lambda: tf.reduce_sum(tf.cast(tf.matmul(a, b)[:1, :1], tf.float32)))
     product().numpy()
     rates = []
     for _ in range(calls):
@@ -186,19 +188,23 @@ def matmul_rates(threads: int, size: int, calls: int) -> list[float]:
 
 def matmul_main(spec: dict[str, Any]) -> int:
     """Child (`role="matmul_peak"`): writes `matmul_rates` to `spec["output"]` as JSON."""
-    rates = matmul_rates(spec["threads"], spec["size"], spec["calls"])
+    rates = matmul_rates(spec["threads"], spec["size"], spec["calls"], spec["dtype"])
     with open(spec["output"], "w") as f:
         json.dump(rates, f)
     return 0
 
 
-def measure_matmul_peak(threads: int, size: int, calls: int, timeout: float = 600.0) -> dict:
+def measure_matmul_peak(
+    threads: int, size: int, calls: int, dtype: str = "float32", timeout: float = 600.0
+) -> dict:
     """`matmul_rates` in a fresh process: best and median FLOP/s."""
     from impala_tf.benchmark import process
 
     with tempfile.TemporaryDirectory(prefix="impala_bench_peak_") as tmp:
         output = os.path.join(tmp, "rates.json")
-        spec = dict(role="matmul_peak", threads=threads, size=size, calls=calls, output=output)
+        spec = dict(
+            role="matmul_peak", threads=threads, size=size, calls=calls, dtype=dtype, output=output
+        )
         child = process.spawn(spec, os.path.join(tmp, "log"))
         try:
             code = child.wait(timeout)
@@ -210,6 +216,7 @@ def measure_matmul_peak(threads: int, size: int, calls: int, timeout: float = 60
             rates = json.load(f)
     return {
         "threads": threads,
+        "dtype": dtype,
         "matmul_size": size,
         "calls": calls,
         "best_flops": max(rates),
@@ -222,11 +229,18 @@ def machine_peak(size: int = 4096, calls: int = 8) -> dict[str, Any]:
     info = read_cpuinfo()
     derived = derived_peak(info, max_mhz())
     cpus = len(os.sched_getaffinity(0))
-    measured = [measure_matmul_peak(t, size, calls) for t in sorted({1, cpus})]
+    threads = sorted({1, cpus})
+    measured = [measure_matmul_peak(t, size, calls) for t in threads]
     per_cycle = derived["flops_per_cycle_per_core"]
+    # With bfloat16 dot products (avx512_bf16: 2 products per float32 lane; AMX), the opt-in
+    # bfloat16 torso has its own peak.
+    bfloat16 = []
+    if info.flags & BFLOAT16_FLAGS:
+        bfloat16 = [measure_matmul_peak(t, size, calls, "bfloat16") for t in threads]
     return {
         "derived": derived,
         "measured": measured,
+        "measured_bfloat16": bfloat16,
         # The clock the one-thread matmul implies if it ran at the derived FLOPs per cycle.
         "implied_clock_ghz": measured[0]["best_flops"] / per_cycle / 1e9,
         "cpus": cpus,
@@ -236,14 +250,14 @@ def machine_peak(size: int = 4096, calls: int = 8) -> dict[str, Any]:
 def format_peak(peak: dict[str, Any]) -> list[str]:
     """The derivation line and one line per measured thread count."""
     lines = [format_derivation(peak["derived"])]
-    for m in peak["measured"]:
+    for m in peak["measured"] + peak.get("measured_bfloat16", []):
         lines.append(
-            f"measured fp32 matmul {m['matmul_size']}^2, {m['threads']} thread(s): best "
-            f"{m['best_flops'] / 1e9:.1f} GFLOP/s, median {m['median_flops'] / 1e9:.1f} "
-            f"({m['calls']} calls)"
+            f"measured {m.get('dtype', 'float32')} matmul {m['matmul_size']}^2, "
+            f"{m['threads']} thread(s): best {m['best_flops'] / 1e9:.1f} GFLOP/s, "
+            f"median {m['median_flops'] / 1e9:.1f} ({m['calls']} calls)"
         )
     lines.append(
-        f"the 1-thread matmul implies a clock >= {peak['implied_clock_ghz']:.2f} GHz at "
+        f"the 1-thread float32 matmul implies a clock >= {peak['implied_clock_ghz']:.2f} GHz at "
         f"{peak['derived']['flops_per_cycle_per_core']} FLOPs/cycle"
     )
     return lines

@@ -160,6 +160,10 @@ def fraction_of_peak(update: dict[str, Any], peak: dict[str, Any]) -> dict[str, 
             / peak["derived"]["peak_flops_per_core"],
             "cpu_fraction_of_measured_1_thread": per_cpu_second / one_thread["best_flops"],
         }
+    bfloat16 = peak.get("measured_bfloat16") or []
+    if update.get("torso_dtype") == "bfloat16" and bfloat16:
+        best = max(bfloat16, key=lambda m: m["threads"])["best_flops"]
+        per_cpu["fraction_of_measured_bfloat16_peak"] = achieved / best
     return {
         **per_cpu,
         "achieved_gflops": achieved / 1e9,
@@ -191,8 +195,11 @@ def format_update(r: dict[str, Any], peak: dict[str, Any] | None = None) -> str:
                 f"{f['fraction_of_measured_peak']:.1%} of the measured "
                 f"{f['measured_peak_threads']}-thread matmul"
             )
-            if r.get("torso_dtype") == "bfloat16":
-                line += " (bfloat16 torso: its dot products peak at 2x the float32 rate)"
+            if "fraction_of_measured_bfloat16_peak" in f:
+                line += (
+                    f" ({f['fraction_of_measured_bfloat16_peak']:.1%} of the measured bfloat16 "
+                    "matmul, the bfloat16 torso's own peak)"
+                )
             if "gflops_per_cpu_second" in f:
                 line += (
                     f"; {f['gflops_per_cpu_second']:.1f} GFLOP per CPU-second = "
@@ -248,7 +255,12 @@ def format_ratios(ratios: dict[str, Any]) -> list[str]:
             f"fraction_of_peak={f['fraction_of_derived_peak']:.3f} ({name}: "
             f"{f['achieved_gflops']:.1f} GFLOP/s of the derived {f['derived_peak_gflops']:.1f}; "
             f"{f['fraction_of_measured_peak']:.3f} of the measured "
-            f"{f['measured_peak_gflops']:.1f} GFLOP/s matmul)"
+            f"{f['measured_peak_gflops']:.1f} GFLOP/s matmul"
+            + (
+                f"; {f['fraction_of_measured_bfloat16_peak']:.3f} of the bfloat16 matmul)"
+                if "fraction_of_measured_bfloat16_peak" in f
+                else ")"
+            )
         )
     for name, b in ratios.get("end_to_end_bound", {}).items():
         lines.append(
