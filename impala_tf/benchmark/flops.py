@@ -17,9 +17,9 @@ Convention:
 - an actor frame costs one forward pass / repeats.
 
 The layer shapes follow `impala_tf.networks` (the release's `Agent`,
-google-deepmind/scalable_agent): deep = 3 sections of conv 3x3 (16, 32, 32 channels) + max-pool 3x3/2 + 2 residual blocks of two
-convs 3x3; shallow = two (DMLab) or three (Atari) VALID convs; then FC 256, the optional LSTM 256
-and the heads.
+google-deepmind/scalable_agent): deep = 3 sections of conv 3x3 (16, 32, 32 channels) + max-pool
+3x3/2 + 2 residual blocks of two convs 3x3; shallow = two (DMLab) or three (Atari) VALID convs;
+then FC 256, the optional LSTM 256 and the heads.
 """
 
 from __future__ import annotations
