@@ -35,6 +35,7 @@ def build_agent(config: configs.Config) -> networks.Agent:
         use_instruction=config.agent.use_instruction,
         atari=config.env.kind == "atari",
         num_values=num_tasks(config) if config.learner.popart else 1,
+        torso_dtype=config.agent.torso_dtype,
     )
     observation_spec, _ = envs.environment_spec(config.env.level_name, config.env)
     agent.create_variables(observation_spec)

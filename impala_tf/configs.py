@@ -123,6 +123,13 @@ class AgentConfig:
         False, "DMLab language encoder (DeepMind Lab levels).", flag=False
     )
     num_actions: int = setting(0, "Number of actions (from the environment).", flag=False)
+    torso_dtype: str = setting(
+        "float32",
+        "Compute dtype of the deep agent's convolutions: float32 (the paper's) or bfloat16 (opt-in "
+        "speed option for CPUs with bfloat16 dot products; weights and gradients stay float32; "
+        "BENCHMARKS.md).",
+        choices=("float32", "bfloat16"),
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -541,6 +548,8 @@ def validate(config: Config) -> Config:
     if config.learner.epsilon <= 0:
         raise ValueError(f"epsilon must be > 0, got {config.learner.epsilon}")
     _check_atari_backend(config.env)
+    if config.agent.torso_dtype != "float32" and config.agent.agent != "deep":
+        raise ValueError(f"torso_dtype={config.agent.torso_dtype!r} needs agent=deep")
     _check_replay(config.learner)
     if config.learner.popart_sigma_min >= config.learner.popart_sigma_max:
         raise ValueError(

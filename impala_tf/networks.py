@@ -41,6 +41,7 @@ NUM_HASH_BUCKETS = 1000  # Instruction token hash buckets (release `Agent._instr
 WORD_EMBEDDING_SIZE = 20  # snt.Embed(1000, 20) (release `Agent._instruction`).
 LANGUAGE_HIDDEN_SIZE = 64  # LSTMBlockCell(64, name="language_lstm") (release).
 TORSOS = ("deep", "shallow", "atari_shallow")
+TORSO_DTYPES = ("float32", "bfloat16")  # The deep torso's compute dtype (bfloat16: opt-in).
 
 
 class LSTMState(NamedTuple):
@@ -154,8 +155,20 @@ class ResNetTorso(snt.Module):
 
     SECTIONS = ((16, 2), (32, 2), (32, 2))
 
-    def __init__(self, name: str | None = "resnet_torso"):
+    def __init__(self, name: str | None = "resnet_torso", compute_dtype: str = "float32"):
+        """Creates the torso.
+
+        Args:
+          name: module name.
+          compute_dtype: `float32` (the paper's; default) or `bfloat16` (opt-in, a speed option
+            for CPUs with bfloat16 dot products, e.g. avx512_bf16 or AMX): the convolutions,
+            max-pools, ReLUs and residual adds run in bfloat16 on bfloat16 copies of the float32
+            weights (the variables and their gradients stay float32); the FC 256 runs in float32.
+        """
         super().__init__(name=name)
+        if compute_dtype not in TORSO_DTYPES:
+            raise ValueError(f"compute_dtype={compute_dtype!r}; expected one of {TORSO_DTYPES}")
+        self.compute_dtype = compute_dtype
         self._sections = []
         for s, (channels, num_blocks) in enumerate(self.SECTIONS):
             first = snt.Conv2D(channels, 3, stride=1, padding="SAME", name=f"section_{s}_conv")
@@ -174,13 +187,31 @@ class ResNetTorso(snt.Module):
     def __call__(self, frame: tf.Tensor) -> tf.Tensor:
         """Args: frame: uint8 `[N, H, W, C]`. Returns: float32 `[N, 256]`."""
         x = _frame_to_float(frame)
+        conv = _call if self.compute_dtype == "float32" else _bfloat16_conv
+        if self.compute_dtype != "float32":
+            x = tf.cast(x, tf.bfloat16)
         for first, blocks in self._sections:
-            x = first(x)
+            x = conv(first, x)
             x = tf.nn.max_pool2d(x, ksize=3, strides=2, padding="SAME")
             for conv_a, conv_b in blocks:
-                x = x + conv_b(tf.nn.relu(conv_a(tf.nn.relu(x))))
-        x = snt.Flatten()(tf.nn.relu(x))
+                x = x + conv(conv_b, tf.nn.relu(conv(conv_a, tf.nn.relu(x))))
+        x = snt.Flatten()(tf.cast(tf.nn.relu(x), tf.float32))
         return tf.nn.relu(self._linear(x))
+
+
+def _call(module: snt.Module, x: tf.Tensor) -> tf.Tensor:
+    return module(x)
+
+
+def _bfloat16_conv(conv: snt.Conv2D, x: tf.Tensor) -> tf.Tensor:
+    """`conv` (3x3, stride 1, SAME) on bfloat16 `x` with bfloat16 copies of its float32 weights.
+
+    The first call creates the float32 variables (Sonnet creates them in the input's dtype).
+    """
+    if not hasattr(conv, "w"):
+        conv(tf.zeros([1] + x.shape[1:].as_list(), tf.float32))
+    y = tf.nn.conv2d(x, tf.cast(conv.w, x.dtype), strides=1, padding="SAME")
+    return tf.nn.bias_add(y, tf.cast(conv.b, x.dtype))
 
 
 class ShallowTorso(snt.Module):
@@ -320,9 +351,11 @@ class InstructionEncoder(snt.Module):
         return self.encode(tokenize_instructions(instructions))
 
 
-def _make_torso(torso: str) -> snt.Module:
+def _make_torso(torso: str, torso_dtype: str = "float32") -> snt.Module:
+    if torso_dtype != "float32" and torso != "deep":
+        raise ValueError(f"torso_dtype={torso_dtype!r} is implemented for the deep torso only")
     if torso == "deep":
-        return ResNetTorso()
+        return ResNetTorso(compute_dtype=torso_dtype)
     if torso == "shallow":
         return ShallowTorso()
     if torso == "atari_shallow":
@@ -353,6 +386,7 @@ class Agent(snt.Module):
         use_instruction: bool = False,
         num_values: int = 1,
         name: str | None = "agent",
+        torso_dtype: str = "float32",
     ):
         """Creates the agent; variables are created on the first call (or `create_variables`).
 
@@ -364,13 +398,15 @@ class Agent(snt.Module):
           num_values: outputs of the baseline head: 1 (IMPALA), or one normalised value per task
             (PopArt, `impala_tf.popart`), the baseline then being `[..., num_values]`.
           name: module name.
+          torso_dtype: the deep torso's compute dtype, `float32` (default) or `bfloat16` (opt-in
+            speed option; see `ResNetTorso`).
         """
         super().__init__(name=name)
         self.num_actions = num_actions
         self.torso_name = torso
         self.use_lstm = use_lstm
         self.use_instruction = use_instruction
-        self._torso = _make_torso(torso)
+        self._torso = _make_torso(torso, torso_dtype)
         self._instruction_encoder = InstructionEncoder() if use_instruction else None
         self._core = BlockLSTM(CORE_HIDDEN_SIZE, name="lstm") if use_lstm else None
         self._policy_logits = snt.Linear(num_actions, name="policy_logits")
@@ -524,6 +560,7 @@ def make_agent(
     use_instruction: bool,
     atari: bool = False,
     num_values: int = 1,
+    torso_dtype: str = "float32",
 ) -> Agent:
     """Builds the paper's agents by name (`configs.AgentConfig.agent`).
 
@@ -534,6 +571,7 @@ def make_agent(
       use_instruction: DMLab language branch.
       atari: picks the three-convolution shallow torso for `shallow`.
       num_values: baseline outputs (PopArt: one per task; see `Agent`).
+      torso_dtype: the deep torso's compute dtype (`float32`; `bfloat16` opt-in, see `Agent`).
 
     Raises:
       ValueError: for an unknown agent name.
@@ -550,6 +588,7 @@ def make_agent(
         use_lstm=use_lstm,
         use_instruction=use_instruction,
         num_values=num_values,
+        torso_dtype=torso_dtype,
     )
 
 

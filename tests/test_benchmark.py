@@ -46,6 +46,8 @@ STAGES = common.Sizes(
     transport_actors=(1,),
     transport_unroll_dmlab=3,
     transport_unroll_atari=3,
+    peak_matmul_size=64,
+    peak_matmul_calls=2,
 )
 # Section (b): one learner process with one actor process (one env worker) at nice +3, on
 # separate halves of the CPUs when there are two or more. A DMLab level: without the real
@@ -53,7 +55,13 @@ STAGES = common.Sizes(
 E2E_RUN = dict(
     level="seekavoid_arena_01", agent="shallow", actors=1, envs=1, batch=2, unroll=5, actor_nice=3
 )
-E2E = dict(e2e_warmup_updates=1, e2e_seconds=1.0, e2e_ceiling_steps=1, e2e_ceiling_seconds=0.0)
+E2E = dict(
+    e2e_warmup_updates=1,
+    e2e_seconds=1.0,
+    e2e_ceiling_steps=1,
+    e2e_ceiling_seconds=0.0,
+    e2e_cost_steps=3,
+)
 
 
 def _children() -> set[int]:
@@ -79,7 +87,14 @@ def test_stage_sections_json_and_ratios(tmp_path):
     data = main.run_benchmark(STAGES, ("update", "vtrace", "actor", "transport"))
     assert _children() <= before, "child processes left running"
     sections = data["sections"]
-    assert set(sections) == {"learner_update", "vtrace", "actor", "transport"}
+    assert set(sections) == {"machine_peak", "learner_update", "vtrace", "actor", "transport"}
+    # The machine's peak: derived from /proc/cpuinfo, measured with 1 and all threads.
+    machine_peak = sections["machine_peak"]
+    assert machine_peak["derived"]["peak_flops"] > 0
+    threads = sorted({1, len(os.sched_getaffinity(0))})
+    assert [m["threads"] for m in machine_peak["measured"]] == threads
+    for m in machine_peak["measured"]:
+        _assert_finite_positive(m, "best_flops", "median_flops")
 
     # (a) Each shapes' update, with the sizes asked for. Frames are agent steps x 4 (the
     # release's --num_action_repeats).
@@ -93,6 +108,20 @@ def test_stage_sections_json_and_ratios(tmp_path):
         steps = u["batch_size"] * u["unroll_length"]
         assert u["agent_steps_per_second"] == pytest.approx(steps / u["seconds_per_update"])
         assert u["environment_frames_per_second"] == pytest.approx(4 * u["agent_steps_per_second"])
+        # FLOPs: B x (T+1) steps of forward + backward; achieved FLOP/s and the fractions of peak.
+        per_step = u["forward_flops_per_step"] + u["backward_flops_per_step"]
+        assert u["flops_per_update"] == per_step * u["batch_size"] * (u["unroll_length"] + 1)
+        assert u["achieved_flops_per_second"] == pytest.approx(
+            u["flops_per_update"] / u["seconds_per_update"]
+        )
+        _assert_finite_positive(u, "cpu_seconds_per_update")
+        assert u["flops_per_cpu_second"] == pytest.approx(
+            u["flops_per_update"] / u["cpu_seconds_per_update"]
+        )
+        fraction = data["ratios"]["update_fraction_of_peak"][u["name"]]
+        assert fraction["fraction_of_derived_peak"] == pytest.approx(
+            u["achieved_flops_per_second"] / machine_peak["derived"]["peak_flops"]
+        )
     # (d) V-trace at both shapes' T and B.
     assert [(v["unroll_length"], v["batch_size"]) for v in sections["vtrace"]] == [(3, 2), (5, 2)]
     for v in sections["vtrace"]:
@@ -204,6 +233,19 @@ def test_end_to_end_run_in_a_learner_process(tmp_path):
         assert (run["learner_cpus"], run["actor_cpus"]) == tuple(split)
         assert run["learner_tf_threads"] == len(split[0])
 
+    # The bound from the stages' CPU seconds per frame (env stepping, inference, update).
+    costs = run["stage_costs"]
+    _assert_finite_positive(costs, "env_cpu_seconds_per_frame", "inference_cpu_seconds_per_frame")
+    _assert_finite_positive(run, "same_batch_update_cpu_seconds")
+    assert costs["envs"] == 1 and costs["cpus"] == (run["actor_cpus"] if split else costs["cpus"])
+    run_bound = data["ratios"]["end_to_end_bound"][run["name"]]
+    assert run_bound["ratio"] == pytest.approx(
+        run["environment_frames_per_second"] / run_bound["bound_frames_per_second"]
+    )
+    assert any(
+        line.startswith("end_to_end_vs_bound=") for line in report.format_ratios(data["ratios"])
+    )
+
     # learner_efficiency: against the same learner's update on its last batch.
     efficiency = data["ratios"]["learner_efficiency"][run["name"]]
     assert efficiency["ratio"] == pytest.approx(
@@ -255,7 +297,13 @@ def test_command_line_writes_the_json(tmp_path):
         (quick.dmlab_unroll, quick.dmlab_batch),
         (quick.atari_unroll, quick.atari_batch),
     ]
-    assert set(data["ratios"]) == {"learner_efficiency", "actor_efficiency", "vtrace_fraction"}
+    assert set(data["ratios"]) == {
+        "learner_efficiency",
+        "actor_efficiency",
+        "vtrace_fraction",
+        "update_fraction_of_peak",
+        "end_to_end_bound",
+    }
     throughput.validate_benchmark(data)  # `machine` and `results` as the report expects.
 
 

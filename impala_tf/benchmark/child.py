@@ -4,7 +4,9 @@ Roles (`spec["role"]`):
 
 - `producer`: enqueues synthetic trajectories into a learner's queue (`stages.producer_main`);
 - `actor`: one actor of an end-to-end run, `impala_tf.runtime.run_actor` (`end_to_end.actor_main`);
-- `end_to_end`: the learner of an end-to-end run in a fresh process (`end_to_end.learner_main`).
+- `end_to_end`: the learner of an end-to-end run in a fresh process (`end_to_end.learner_main`);
+- `matmul_peak`: a large float32 matmul with a given thread count (`peak.matmul_main`);
+- `stage_costs`: the CPU seconds per frame of env stepping and inference (`bound.stage_costs_main`).
 
 `spec["cpus"]` (optional) pins the child, and every process it starts, to those CPUs.
 """
@@ -35,4 +37,12 @@ def main(spec: dict[str, Any]) -> int:
         from impala_tf.benchmark import end_to_end
 
         return end_to_end.learner_main(spec)
+    if role == "matmul_peak":
+        from impala_tf.benchmark import peak
+
+        return peak.matmul_main(spec)
+    if role == "stage_costs":
+        from impala_tf.benchmark import bound
+
+        return bound.stage_costs_main(spec)
     raise ValueError(f"unknown child role {role!r}")

@@ -40,6 +40,8 @@ class Sizes:
     atari_unroll: int = 20
     update_agents: tuple[str, ...] = ("shallow", "deep")
     update_jit: tuple[bool, ...] = (False, True)
+    # The deep agent's update is also measured with these opt-in torso dtypes (`networks`).
+    update_deep_extra_dtypes: tuple[str, ...] = ("bfloat16",)
     update_warmup: int = 2
     update_steps: int = 5
     vtrace_repeats: int = 50
@@ -61,6 +63,11 @@ class Sizes:
     e2e_seconds: float = 60.0
     e2e_ceiling_steps: int = 3
     e2e_ceiling_seconds: float = 10.0
+    # Agent steps of env stepping and of inference timed for each run's stage costs (its bound).
+    e2e_cost_steps: int = 100
+    # The measured float32 peak: matmul size and calls per thread count (`peak.machine_peak`).
+    peak_matmul_size: int = 4096
+    peak_matmul_calls: int = 8
     # End-to-end runs with the learner and the actors on separate halves of the CPUs.
     dedicated_runs: tuple[dict[str, Any], ...] = ()
 
@@ -113,6 +120,9 @@ class Sizes:
             e2e_seconds=15.0,
             e2e_ceiling_steps=2,
             e2e_ceiling_seconds=3.0,
+            e2e_cost_steps=30,
+            peak_matmul_size=2048,
+            peak_matmul_calls=5,
             dedicated_runs=(
                 dict(
                     level="seekavoid_arena_01", agent="deep", actors=1, envs=4, batch=4, unroll=20
@@ -171,10 +181,17 @@ def shapes(kind: str) -> tuple[tuple[int, ...], int, bool, bool]:
     raise ValueError(f"unknown shapes {kind!r}")
 
 
-def make_bench_agent(agent: str, kind: str) -> networks.Agent:
+def make_bench_agent(agent: str, kind: str, torso_dtype: str = "float32") -> networks.Agent:
     """The paper's agent for `dmlab` (LSTM + instruction) or `atari` (feed-forward) shapes."""
     frame, num_actions, use_lstm, use_instruction = shapes(kind)
-    net = networks.make_agent(agent, num_actions, use_lstm, use_instruction, atari=kind == "atari")
+    net = networks.make_agent(
+        agent,
+        num_actions,
+        use_lstm,
+        use_instruction,
+        atari=kind == "atari",
+        torso_dtype=torso_dtype,
+    )
     net.create_variables(structures.observation_specs(frame))
     return net
 

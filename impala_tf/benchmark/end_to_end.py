@@ -24,13 +24,14 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import psutil
 import tensorflow as tf
 import tree
 
 from impala_tf import builders, configs, envs, runtime, testing, transport
 from impala_tf import cluster as cluster_lib
 from impala_tf import learner as learner_lib
-from impala_tf.benchmark import common, process
+from impala_tf.benchmark import bound, common, process
 
 
 def _e2e_config(run: dict[str, Any]) -> tuple[str, dict[str, dict[str, Any]]]:
@@ -129,13 +130,20 @@ def bench_end_to_end(
     lags = []
     last_batch = []
 
+    update_cpu_seconds = []
+
     def update_alone() -> float:
-        """Seconds per update on the latest batch, with no actor running."""
-        return common.timed_for(
-            lambda: learner.train_step(last_batch[0])["total_loss"].numpy(),
-            ceiling_steps,
-            ceiling_min_seconds / 2,
-        )
+        """Seconds per update on the latest batch, with no actor running (and its CPU seconds)."""
+        calls = []
+
+        def step() -> None:
+            calls.append(1)
+            learner.train_step(last_batch[0])["total_loss"].numpy()
+
+        cpu = time.process_time()
+        seconds = common.timed_for(step, ceiling_steps, ceiling_min_seconds / 2)
+        update_cpu_seconds.append((time.process_time() - cpu) / len(calls))
+        return seconds
 
     try:
 
@@ -165,6 +173,7 @@ def bench_end_to_end(
             process.suspend_trees(children, False)
         sampler.observe()
         lags.clear()
+        cpu_start = _window_cpu_seconds(children)
         start = time.perf_counter()
         while time.perf_counter() - start < seconds or updates < 2:
             t0 = time.perf_counter()
@@ -172,6 +181,9 @@ def bench_end_to_end(
             train_seconds += time.perf_counter() - t0
             updates += 1
         window = time.perf_counter() - start
+        learner_cpu, actors_cpu = (
+            b - a for a, b in zip(cpu_start, _window_cpu_seconds(children), strict=True)
+        )
     finally:
         memory = sampler.stop()
         prefetcher.stop()
@@ -213,8 +225,27 @@ def bench_end_to_end(
         "same_batch_update_seconds": ceiling_seconds,
         "same_batch_update_seconds_before_after": [before, after],
         "same_batch_update_frames_per_second": frames_per_update / ceiling_seconds,
+        "same_batch_update_cpu_seconds": float(np.mean(update_cpu_seconds)),
+        "action_repeats": repeats,
+        # CPU seconds used during the window by the learner process and by the actor process
+        # trees (actors and their env workers), e.g. to see whether the CPUs were saturated.
+        "window_cpu_seconds_learner": learner_cpu,
+        "window_cpu_seconds_actors": actors_cpu,
         **memory,
     }
+
+
+def _window_cpu_seconds(children: Sequence[subprocess.Popen]) -> tuple[float, float]:
+    """CPU seconds so far of this process and of the children's process trees (user + system)."""
+    actors = 0.0
+    for child in children:
+        for proc in process.process_tree(child.pid):
+            try:
+                times = proc.cpu_times()
+                actors += times.user + times.system
+            except psutil.NoSuchProcess:
+                pass
+    return time.process_time(), actors
 
 
 def actor_main(spec: dict[str, Any]) -> int:
@@ -278,6 +309,8 @@ def bench_end_to_end_in_child(
     last batch), so `learner_efficiency` for such a run is what the pipeline (queue, prefetch,
     publishing the weights) costs a learner whose actors do not compete with it for CPU.
     """
+    # The actors' stage costs first (env stepping, inference), on the actors' CPUs, for the bound.
+    costs = bound.measure_stage_costs(run, sizes.e2e_cost_steps, cpus[1] if cpus else None)
     with tempfile.TemporaryDirectory(prefix="impala_bench_e2e_") as tmp:
         output = os.path.join(tmp, "result.json")
         log = os.path.join(tmp, "learner.log")
@@ -304,4 +337,4 @@ def bench_end_to_end_in_child(
                 tail = f.read()[-3000:]
             raise RuntimeError(f"end-to-end run {run} failed (exit {code}):\n{tail}")
         with open(output) as f:
-            return json.load(f)
+            return {**json.load(f), "stage_costs": costs}

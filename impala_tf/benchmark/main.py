@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from impala_tf import benchmark
-from impala_tf.benchmark import common, end_to_end, report, stages
+from impala_tf.benchmark import common, end_to_end, flops, peak, report, stages
 
 SECTIONS = ("update", "vtrace", "actor", "transport", "e2e")
 
@@ -34,24 +34,22 @@ def run_benchmark(sizes: common.Sizes, sections: Sequence[str] = SECTIONS) -> di
                     level, "shallow", sizes.env_counts, sizes, backend
                 )
     if "update" in sections:
+        out["machine_peak"] = peak.machine_peak(sizes.peak_matmul_size, sizes.peak_matmul_calls)
+        for line in peak.format_peak(out["machine_peak"]):
+            print(f"  {line}", flush=True)
+        tokens = len(common.INSTRUCTION.split())
         out["learner_update"] = []
         for kind, b, t in (
             ("dmlab", sizes.dmlab_batch, sizes.dmlab_unroll),
             ("atari", sizes.atari_batch, sizes.atari_unroll),
         ):
-            for agent in sizes.update_agents:
-                for jit in sizes.update_jit:
-                    if jit and agent == "deep":
-                        continue  # XLA's CPU convolutions: 2.5x slower (BENCHMARKS.md).
-                    r = stages.bench_learner_update(
-                        agent, kind, b, t, sizes.update_warmup, sizes.update_steps, jit
-                    )
-                    out["learner_update"].append(r)
-                    print(
-                        f"  {r['name']} B={b} T={t}: {r['seconds_per_update'] * 1e3:.0f} ms/update,"
-                        f" {r['environment_frames_per_second']:.0f} frames/s",
-                        flush=True,
-                    )
+            for agent, jit, dtype in _update_variants(sizes):
+                r = stages.bench_learner_update(
+                    agent, kind, b, t, sizes.update_warmup, sizes.update_steps, jit, dtype
+                )
+                r.update(flops.update_row_flops(r, tokens))
+                out["learner_update"].append(r)
+                print(report.format_update(r, out["machine_peak"]), flush=True)
     if "vtrace" in sections:
         out["vtrace"] = []
         for t, b in (
@@ -94,6 +92,19 @@ def run_benchmark(sizes: common.Sizes, sections: Sequence[str] = SECTIONS) -> di
     data["machine"]["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
     data["total_seconds"] = time.perf_counter() - started
     return data
+
+
+def _update_variants(sizes: common.Sizes) -> list[tuple[str, bool, str]]:
+    """(agent, jit_compile, torso dtype) of each update measured for each shapes."""
+    variants = []
+    for agent in sizes.update_agents:
+        for jit in sizes.update_jit:
+            if jit and agent == "deep":
+                continue  # XLA's CPU convolutions: 2.5x slower (BENCHMARKS.md).
+            variants.append((agent, jit, "float32"))
+        if agent == "deep":
+            variants += [(agent, False, dtype) for dtype in sizes.update_deep_extra_dtypes]
+    return variants
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -38,9 +38,13 @@ def bench_learner_update(
     warmup: int = 2,
     steps: int = 5,
     jit_compile: bool = False,
+    torso_dtype: str = "float32",
 ) -> dict[str, Any]:
-    """Seconds per `Learner.train_step` on a synthetic batch, and agent steps/frames per second."""
-    agent = common.make_bench_agent(agent_name, kind)
+    """Seconds per `Learner.train_step` on a synthetic batch, and agent steps/frames per second.
+
+    `torso_dtype="bfloat16"`: the deep agent's opt-in bfloat16 torso (`networks.ResNetTorso`).
+    """
+    agent = common.make_bench_agent(agent_name, kind, torso_dtype)
     config = configs.LearnerConfig(batch_size=batch_size, unroll_length=unroll_length)
     learner = learner_lib.Learner(agent, config, common.ACTION_REPEATS, jit_compile=jit_compile)
     batch = common.to_tensors(common.synthetic_trajectories(kind, agent, batch_size, unroll_length))
@@ -49,18 +53,25 @@ def bench_learner_update(
     for _ in range(warmup):
         learner.train_step(batch)["total_loss"].numpy()
     warmup_seconds = time.perf_counter() - start
+    cpu = time.process_time()
     seconds = common.timed(lambda: learner.train_step(batch)["total_loss"].numpy(), steps)
+    cpu_seconds = (time.process_time() - cpu) / steps
     agent_steps = batch_size * unroll_length
     return {
-        "name": f"update-{agent_name}-{kind}" + ("-xla" if jit_compile else ""),
+        "name": f"update-{agent_name}-{kind}"
+        + ("-xla" if jit_compile else "")
+        + ("-bf16" if torso_dtype == "bfloat16" else ""),
         "agent": agent_name,
         "shapes": kind,
         "jit_compile": jit_compile,
+        "torso_dtype": torso_dtype,
         "batch_size": batch_size,
         "unroll_length": unroll_length,
         "warmup_seconds": warmup_seconds,
         "steps": steps,
         "seconds_per_update": seconds,
+        # Process CPU seconds (all threads) per update: what the update costs on a shared machine.
+        "cpu_seconds_per_update": cpu_seconds,
         "agent_steps_per_second": agent_steps / seconds,
         "environment_frames_per_second": agent_steps * common.ACTION_REPEATS / seconds,
     }
