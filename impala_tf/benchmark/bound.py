@@ -4,7 +4,8 @@ Every environment frame the learner trains on has been produced by an actor (env
 actor's worker processes, then the actor's batched inference) and is consumed by the learner's
 update. Measured in the same benchmark run, on the run's own configuration:
 
-- `c_env`: CPU seconds per frame of `BatchedEnvironment.step` with random actions (the env worker
+- `c_env`: CPU seconds per frame of the actors' batched environment step with random actions
+  (`builders.batched_environment`: ale-py's native threads for Atari, else the env worker
   processes plus the actor process's side of the pipes), in a fresh process configured like the
   run's actors (`stage_costs_main`);
 - `c_inf`: CPU seconds per frame of the actor's batched inference step (`actor.InferenceStep`)
@@ -33,6 +34,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import psutil
+
+from impala_tf.benchmark import runs
 
 
 def _children_cpu_seconds() -> float:
@@ -66,21 +69,17 @@ def stage_costs_main(spec: dict[str, Any]) -> int:
 
     from impala_tf import actor as actor_lib
     from impala_tf import builders, runtime
-    from impala_tf.benchmark import end_to_end
-    from impala_tf.envs import workers
 
-    config = end_to_end._completed_config(spec["preset"], spec["overrides"])
+    config = runs.completed_config(spec["preset"], spec["overrides"])
     runtime._limit_tf_threads(config.runtime.actor_tf_threads)
     agent = builders.build_agent(config)
     levels = builders.actor_levels(config, 0)
-    factories = [
-        workers.EnvFactory(level, config.env, builders.environment_seed(config, 0, j))
-        for j, level in enumerate(levels)
-    ]
+    seeds = [builders.environment_seed(config, 0, j) for j in range(len(levels))]
     steps, num_envs = spec["steps"], len(levels)
     frames = steps * num_envs * config.env.num_action_repeats
     rng = np.random.default_rng(0)
-    with workers.BatchedEnvironment(factories) as env:
+    # The actors' own environments (`run_actor`): native ale-py for Atari by default.
+    with builders.batched_environment(levels, config.env, seeds) as env:
         policy = actor_lib.InferenceStep(agent, jit_compile=config.runtime.actor_jit_compile)
         env_output = env.initial()
         state = policy.initial_state(num_envs)
@@ -114,16 +113,16 @@ def measure_stage_costs(
     run: dict[str, Any], steps: int, cpus: Sequence[int] | None = None, timeout: float = 600.0
 ) -> dict[str, Any]:
     """`stage_costs_main` for an end-to-end run description, in a fresh process (on `cpus`)."""
-    from impala_tf.benchmark import end_to_end, process
+    from impala_tf.benchmark import process
 
-    preset, overrides = end_to_end._e2e_config(run)
+    preset, overrides = runs.e2e_config(run)
     with tempfile.TemporaryDirectory(prefix="impala_bench_costs_") as tmp:
         output = os.path.join(tmp, "costs.json")
         spec = dict(
             role="stage_costs",
             preset=preset,
             overrides=overrides,
-            fake_dmlab=end_to_end._needs_fake_dmlab(run["level"]),
+            fake_dmlab=runs.needs_fake_dmlab(run["level"]),
             steps=steps,
             output=output,
             cpus=list(cpus) if cpus else None,

@@ -28,48 +28,10 @@ import psutil
 import tensorflow as tf
 import tree
 
-from impala_tf import builders, configs, envs, runtime, testing, transport
+from impala_tf import builders, runtime, testing, transport
 from impala_tf import cluster as cluster_lib
 from impala_tf import learner as learner_lib
-from impala_tf.benchmark import bound, common, process
-
-
-def _e2e_config(run: dict[str, Any]) -> tuple[str, dict[str, dict[str, Any]]]:
-    """The preset and overrides (`configs.from_preset`) of an end-to-end run description."""
-    overrides = {
-        "env": {"level_name": run["level"]},
-        "agent": {
-            "agent": run["agent"],
-            "use_lstm": envs.environment_kind(run["level"]) != "atari",
-        },
-        "learner": {"batch_size": run["batch"], "unroll_length": run["unroll"]},
-        "runtime": {"num_actors": run["actors"], "envs_per_actor": run["envs"]},
-    }
-    # Unless the run sets them, the actors use the defaults of `configs.RuntimeConfig`.
-    if "actor_nice" in run:
-        overrides["runtime"]["actor_nice"] = run["actor_nice"]
-    if "tf_threads" in run:  # 0 = TF's default.
-        overrides["runtime"]["actor_tf_threads"] = run["tf_threads"]
-    if run.get("actor_jit"):
-        overrides["runtime"]["actor_jit_compile"] = True
-    return configs.preset_for_level(run["level"]), overrides
-
-
-def _completed_config(preset: str, overrides: dict[str, dict[str, Any]]) -> configs.Config:
-    """The run's configuration, completed with what its environment decides (actions, repeats)."""
-    return envs.complete_config(configs.from_preset(preset, overrides))
-
-
-def _needs_fake_dmlab(level: str) -> bool:
-    """Whether a DMLab level must run on `impala_tf.testing`'s fake `deepmind_lab`."""
-    if envs.environment_kind(level) != "dmlab":
-        return False
-    try:
-        # Imported here: an optional module (built from source, not on PyPI), probed only.
-        import deepmind_lab  # noqa: F401
-    except ImportError:
-        return True
-    return False
+from impala_tf.benchmark import bound, common, process, runs
 
 
 def bench_end_to_end(
@@ -92,9 +54,9 @@ def bench_end_to_end(
     their mean is the update ceiling for exactly this run's data (same instructions, frames, agent
     and threads), against which `learner_efficiency` is computed.
     """
-    preset, overrides = _e2e_config(run)
-    fake_dmlab = _needs_fake_dmlab(run["level"])
-    config = _completed_config(preset, overrides)
+    preset, overrides = runs.e2e_config(run)
+    fake_dmlab = runs.needs_fake_dmlab(run["level"])
+    config = runs.completed_config(preset, overrides)
     repeats = config.env.num_action_repeats
     agent = builders.build_agent(config)
     specs = builders.trajectory_specs(config, agent)
@@ -252,7 +214,7 @@ def actor_main(spec: dict[str, Any]) -> int:
     """Child (`role="actor"`): `runtime.run_actor` until the learner closes its queue."""
     if spec.get("fake_dmlab"):
         sys.path.insert(0, testing.fake_deepmind_lab_path())
-    config = _completed_config(spec["preset"], spec["overrides"])
+    config = runs.completed_config(spec["preset"], spec["overrides"])
     cluster = cluster_lib.ClusterConfig(tuple(spec["learner_hosts"]))
     return runtime.run_actor(config, cluster, spec["actor_index"], connect_seconds=120.0)
 
