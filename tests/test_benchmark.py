@@ -303,6 +303,7 @@ def test_command_line_writes_the_json(tmp_path):
         "vtrace_fraction",
         "update_fraction_of_peak",
         "end_to_end_bound",
+        "end_to_end_repeats",
     }
     throughput.validate_benchmark(data)  # `machine` and `results` as the report expects.
 
@@ -347,3 +348,30 @@ def test_vtrace_fraction_scales_by_batch_and_time_when_sizes_differ():
     assert list(report.compute_ratios(sections)["vtrace_fraction"].values()) == [
         pytest.approx(0.0005)
     ]
+
+
+def test_repeated_end_to_end_runs_give_a_median():
+    """Runs named `-r<n>` (the full run repeats shallow Pong 3 times) are summarised by their median
+    frames/s and median ratio to each run's own bound; other runs are left out."""
+    runs = [{"name": f"e2e-pong-r{i}", "environment_frames_per_second": fps} for i, fps in
+            enumerate((5000.0, 4000.0, 6000.0), 1)]  # fmt: skip
+    runs.append({"name": "e2e-deep", "environment_frames_per_second": 1000.0})
+    bounds = {f"e2e-pong-r{i}": {"ratio": r} for i, r in enumerate((0.9, 0.8, 0.95), 1)}
+    summary = report.repeated_runs(runs, bounds)
+    assert summary == {
+        "e2e-pong": {
+            "runs": 3,
+            "frames_per_second": [5000.0, 4000.0, 6000.0],
+            "median_fps": 5000.0,
+            "ratios_to_bound": [0.9, 0.8, 0.95],
+            "median_ratio_to_bound": 0.9,
+        }
+    }
+    line = [x for x in report.format_ratios({"learner_efficiency": {}, "actor_efficiency": {},
+            "vtrace_fraction": {}, "end_to_end_repeats": summary})]  # fmt: skip
+    assert line == [
+        "end_to_end_median=5000 frames/s (e2e-pong, 3 runs: 5000, 4000, 6000; median ratio to "
+        "its bound 0.900)"
+    ]
+    # Without a bound for every member: the median frames/s only.
+    assert "median_ratio_to_bound" not in report.repeated_runs(runs, {})["e2e-pong"]

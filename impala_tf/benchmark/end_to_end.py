@@ -166,6 +166,8 @@ def bench_end_to_end(
         name += f"-nice{run['actor_nice']}"
     if run.get("actor_jit"):
         name += "-actorxla"
+    if "repeat" in run:  # One of several identical runs (`report.repeated_runs`).
+        name += f"-r{run['repeat']}"
     return {
         "name": name,
         "level": run["level"],

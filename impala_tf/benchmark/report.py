@@ -7,6 +7,7 @@ recomputed from the file alone.
 
 from __future__ import annotations
 
+import statistics
 from typing import Any
 
 from impala_tf import envs
@@ -140,7 +141,29 @@ def compute_ratios(sections: dict[str, Any]) -> dict[str, Any]:
     }
     bounds = {run["name"]: bound.run_bound(run) for run in runs}
     ratios["end_to_end_bound"] = {name: b for name, b in bounds.items() if b is not None}
+    ratios["end_to_end_repeats"] = repeated_runs(runs, ratios["end_to_end_bound"])
     return ratios
+
+
+def repeated_runs(
+    runs: list[dict[str, Any]], bounds: dict[str, dict[str, Any]]
+) -> dict[str, dict[str, Any]]:
+    """Median frames/s (and median ratio to each run's own bound) of runs repeated in one
+    benchmark (names ending in `-r<n>`, `Sizes.full`), keyed by the name without the suffix."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for run in runs:
+        base, sep, index = run["name"].rpartition("-r")
+        if sep and index.isdigit():
+            groups.setdefault(base, []).append(run)
+    summary = {}
+    for base, members in groups.items():
+        fps = [m["environment_frames_per_second"] for m in members]
+        entry = {"runs": len(fps), "frames_per_second": fps, "median_fps": statistics.median(fps)}
+        ratios = [bounds[m["name"]]["ratio"] for m in members if m["name"] in bounds]
+        if len(ratios) == len(members):
+            entry.update(ratios_to_bound=ratios, median_ratio_to_bound=statistics.median(ratios))
+        summary[base] = entry
+    return summary
 
 
 def fraction_of_peak(update: dict[str, Any], peak: dict[str, Any]) -> dict[str, float]:
@@ -263,6 +286,14 @@ def format_ratios(ratios: dict[str, Any]) -> list[str]:
                 else ")"
             )
         )
+    for name, r in ratios.get("end_to_end_repeats", {}).items():
+        line = (
+            f"end_to_end_median={r['median_fps']:.0f} frames/s ({name}, {r['runs']} runs: "
+            + ", ".join(f"{x:.0f}" for x in r["frames_per_second"])
+        )
+        if "median_ratio_to_bound" in r:
+            line += f"; median ratio to its bound {r['median_ratio_to_bound']:.3f}"
+        lines.append(line + ")")
     for name, b in ratios.get("end_to_end_bound", {}).items():
         lines.append(
             f"end_to_end_vs_bound={b['ratio']:.3f} ({name}: {b['end_to_end_fps']:.0f} / "
