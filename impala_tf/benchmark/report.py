@@ -28,6 +28,9 @@ def paper_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
             architecture += ", actor XLA"
         if r["name"].endswith("-dedicated"):
             architecture += f", learner on CPUs {r['learner_cpus']}, actors on {r['actor_cpus']}"
+        base, repeat = split_repeat(r["name"])
+        if repeat is not None:
+            architecture += f", run {repeat}"
         rows.append(
             {
                 "name": r["name"],
@@ -145,6 +148,12 @@ def compute_ratios(sections: dict[str, Any]) -> dict[str, Any]:
     return ratios
 
 
+def split_repeat(name: str) -> tuple[str, int | None]:
+    """`e2e-...-r2` -> (`e2e-...`, 2); a name without a repeat suffix -> (name, None)."""
+    base, sep, index = name.rpartition("-r")
+    return (base, int(index)) if sep and index.isdigit() else (name, None)
+
+
 def repeated_runs(
     runs: list[dict[str, Any]], bounds: dict[str, dict[str, Any]]
 ) -> dict[str, dict[str, Any]]:
@@ -152,8 +161,8 @@ def repeated_runs(
     benchmark (names ending in `-r<n>`, `Sizes.full`), keyed by the name without the suffix."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for run in runs:
-        base, sep, index = run["name"].rpartition("-r")
-        if sep and index.isdigit():
+        base, repeat = split_repeat(run["name"])
+        if repeat is not None:
             groups.setdefault(base, []).append(run)
     summary = {}
     for base, members in groups.items():
