@@ -257,17 +257,7 @@ def table_b1(results: Sequence[EvaluationResults], scores: Sequence[DMLab30Score
 def table_popart(results: Sequence[EvaluationResults], scores: Sequence[DMLab30Scores]) -> Table:
     """PopArt runs beside the IMPALA paper's matching Table 3 row and the PopArt paper's Table 1."""
     popart = paper_popart.TABLE_1[paper_popart.DMLAB30_TEST]
-    table = Table(
-        "PopArt: ours beside the IMPALA paper and the PopArt paper (DMLab-30 test)",
-        [
-            Column("Results"),
-            Column("Ours", digits=1, suffix="%"),
-            Column("IMPALA paper row"),
-            Column("IMPALA paper", digits=1, suffix="%"),
-            Column("PopArt-IMPALA (PopArt paper)", digits=1, suffix="%"),
-            Column("Ours - PopArt paper", digits=1),
-        ],
-    )
+    table = common.popart_table("DMLab-30 test")
     for r, s in zip(results, scores, strict=True):
         if not common.uses_popart(r):
             continue

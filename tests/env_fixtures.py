@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import signal
 import sys
 import time
 
 import numpy as np
+import psutil
 
 from impala_tf import structures
 from impala_tf.envs.base import Environment
@@ -172,3 +174,31 @@ def run_tf_script(tmp_path, name: str, text: str, timeout: float = 170) -> None:
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "OK" in result.stdout
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process `pid` exists and is not a zombie."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def wait_processes_gone(pids, timeout: float) -> list[int]:
+    """Waits up to `timeout` seconds for `pids` to exit; returns those still alive."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not [p for p in pids if process_alive(p)]:
+            return []
+        time.sleep(0.05)
+    return [p for p in pids if process_alive(p)]
+
+
+def kill_parent_and_children(parent, pids) -> None:
+    """Test cleanup: SIGKILLs the still-alive `pids` and the `parent` Popen, and reaps the parent."""
+    for pid in pids:
+        if process_alive(pid):
+            os.kill(pid, signal.SIGKILL)
+    if parent.poll() is None:
+        parent.kill()
+        parent.wait()

@@ -5,26 +5,12 @@ import pytest
 
 from impala_tf.benchmark import bound, peak, report
 
-ZEN4 = """processor\t: 0
-vendor_id\t: AuthenticAMD
-cpu family\t: 25
-model\t\t: 17
-model name\t: AMD EPYC
-cpu MHz\t\t: 2596.128
-physical id\t: 0
-core id\t\t: 0
-flags\t\t: fpu avx2 fma avx512f avx512_bf16
-
-processor\t: 1
-vendor_id\t: AuthenticAMD
-cpu family\t: 25
-model\t\t: 17
-model name\t: AMD EPYC
-cpu MHz\t\t: 2596.128
-physical id\t: 0
-core id\t\t: 1
-flags\t\t: fpu avx2 fma avx512f avx512_bf16
-"""
+ZEN4 = "\n".join(
+    f"processor\t: {i}\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\n"
+    f"model name\t: AMD EPYC\ncpu MHz\t\t: 2596.128\nphysical id\t: 0\ncore id\t\t: {i}\n"
+    "flags\t\t: fpu avx2 fma avx512f avx512_bf16\n"
+    for i in range(2)
+)  # /proc/cpuinfo of the 2-vCPU Zen 4 machine of 2026-12-01.
 
 
 def _cpu(vendor="GenuineIntel", family=6, model=0x55, flags=("avx2", "fma", "avx512f"), cores=4):

@@ -29,6 +29,9 @@ from env_fixtures import (
     CountingFactory,
     FailingFactory,
     ProbeFactory,
+    kill_parent_and_children,
+    process_alive,
+    wait_processes_gone,
 )
 
 from impala_tf import structures
@@ -40,30 +43,13 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TESTS = os.path.join(REPO, "tests")
 
 
-def _alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
-def _wait_gone(pids, timeout: float) -> list[int]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        left = [p for p in pids if _alive(p)]
-        if not left:
-            return []
-        time.sleep(0.05)
-    return [p for p in pids if _alive(p)]
-
-
 @pytest.fixture(autouse=True)
 def no_leaked_children():
     """Fails a test that leaves a child process of this process running."""
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     yield
     new = [p.pid for p in psutil.Process().children(recursive=True) if p.pid not in before]
-    left = _wait_gone(new, 5.0)
+    left = wait_processes_gone(new, 5.0)
     for pid in left:
         os.kill(pid, signal.SIGKILL)
     assert not left, f"leaked child processes {left}"
@@ -119,7 +105,9 @@ def test_batched_stepping_equals_in_process_stepping():
             dones += int(output.done.sum())
         assert dones > 3  # Episodes of 2..6 steps: auto-resets happened inside the workers.
         assert env.restarts == 0
-    assert _wait_gone(pids, 0.0) == []  # close() (the context manager) reaped every worker.
+    assert (
+        wait_processes_gone(pids, 0.0) == []
+    )  # close() (the context manager) reaped every worker.
 
 
 @pytest.mark.timeout(60)
@@ -141,7 +129,7 @@ def test_single_worker_sync_and_async_calls():
         with pytest.raises(RuntimeError, match="without a pending send"):
             worker.receive()
         pid = worker.pid
-    assert not _alive(pid)
+    assert not process_alive(pid)
 
 
 @pytest.mark.timeout(60)
@@ -210,7 +198,7 @@ def test_worker_killed_mid_step_is_replaced(tmp_path, caplog):
         _assert_step_equal(output, 1, replacement.initial())
         assert output.done[1] and output.reward[1] == 0.0 and output.info.episode_step[1] == 0
         assert env.restarts == 1 and env.restarts_per_slot == [0, 1, 0]
-        assert env.pids[1] != old_pid and not _alive(old_pid)
+        assert env.pids[1] != old_pid and not process_alive(old_pid)
         assert any("Restarting env worker 1" in r.getMessage() for r in caplog.records)
         # Stepping continues normally on all slots.
         output = env.step([1, 1, 1])
@@ -233,7 +221,7 @@ def test_hung_worker_times_out_and_is_replaced(tmp_path):
         partial = info.value.partial_output
         assert partial.done[0] and partial.info.episode_step[0] == 0
         _assert_step_equal(partial, 1, reference.step(0))
-        assert env.restarts == 1 and not _alive(hung_pid)
+        assert env.restarts == 1 and not process_alive(hung_pid)
         output = env.step([1, 1])  # The batch is usable again.
         _assert_step_equal(output, 1, reference.step(1))
 
@@ -265,7 +253,7 @@ def test_close_terminates_a_busy_child_and_is_idempotent(tmp_path):
     worker.close()
     worker.close()
     assert time.monotonic() - start < 5.0
-    assert not _alive(worker.pid)
+    assert not process_alive(worker.pid)
 
 
 @pytest.mark.timeout(60)
@@ -275,7 +263,7 @@ def test_unreferenced_worker_is_reaped_by_finalizer():
     pid = worker.pid
     del worker
     gc.collect()
-    assert _wait_gone([pid], 5.0) == []
+    assert wait_processes_gone([pid], 5.0) == []
 
 
 def test_env_factory_restart_offsets_the_seed():
@@ -321,18 +309,13 @@ def test_killed_parent_leaves_no_orphans_and_children_skip_tensorflow(tmp_path):
         assert line, (tmp_path / "stderr.txt").read_text()[-2000:]
         report = json.loads(line)
         pids = report["pids"]
-        assert len(pids) == 2 and all(_alive(p) for p in pids)
+        assert len(pids) == 2 and all(process_alive(p) for p in pids)
         assert report["probe"] == ""  # The child loaded neither TensorFlow nor Sonnet.
         parent.send_signal(signal.SIGKILL)
         parent.wait(10)
-        assert _wait_gone(pids, 10.0) == []
+        assert wait_processes_gone(pids, 10.0) == []
     finally:
-        for pid in pids:
-            if _alive(pid):
-                os.kill(pid, signal.SIGKILL)
-        if parent.poll() is None:
-            parent.kill()
-            parent.wait()
+        kill_parent_and_children(parent, pids)
         log.close()
 
 

@@ -24,7 +24,12 @@ import numpy as np
 import psutil
 import pytest
 import tree
-from env_fixtures import SLEEP_ACTION, CountingFactory
+from env_fixtures import (
+    SLEEP_ACTION,
+    CountingFactory,
+    kill_parent_and_children,
+    wait_processes_gone,
+)
 
 from impala_tf import testing
 from impala_tf.configs import EnvConfig
@@ -69,21 +74,6 @@ def _holders(tag: str) -> list[int]:
     return [int(p) for p in os.listdir("/proc") if p.isdigit() and _shared_refs(int(p), tag)]
 
 
-def _alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
-def _wait_gone(pids, timeout: float) -> list[int]:
-    try:
-        psutil.wait_procs([psutil.Process(p) for p in pids if _alive(p)], timeout=timeout)
-    except psutil.NoSuchProcess:
-        pass
-    return [p for p in pids if _alive(p)]
-
-
 @pytest.fixture(autouse=True)
 def no_leaks():
     """Fails a test that leaves a child process running or this process holding shared memory."""
@@ -91,7 +81,7 @@ def no_leaks():
     shm_before = set(os.listdir("/dev/shm"))
     yield
     new = [p.pid for p in psutil.Process().children(recursive=True) if p.pid not in before]
-    left = _wait_gone(new, 5.0)
+    left = wait_processes_gone(new, 5.0)
     for pid in left:
         os.kill(pid, signal.SIGKILL)
     assert not left, f"leaked child processes {left}"
@@ -232,7 +222,7 @@ def test_killed_child_slot_is_rewritten_by_its_replacement(tmp_path):
             output = env.step([0, SLEEP_ACTION])
             killer.join(5.0)
             assert env.restarts == 1 and output.done[1] and output.info.episode_step[1] == 0
-            assert _wait_gone([old_pid], 5.0) == []
+            assert wait_processes_gone([old_pid], 5.0) == []
             if env is shared:
                 shared_output = output
                 assert _shared_refs(env.pids[1], _tag(os.getpid())) > 0
@@ -313,7 +303,7 @@ def test_unreferenced_worker_releases_its_shared_memory():
     assert _shared_refs(os.getpid(), _tag(os.getpid())) > 0
     del worker
     gc.collect()
-    assert _wait_gone([pid], 5.0) == []
+    assert wait_processes_gone([pid], 5.0) == []
     assert _shared_refs(os.getpid(), _tag(os.getpid())) == 0
 
 
@@ -349,14 +339,9 @@ def test_killed_parent_leaves_no_orphans_and_no_shared_memory(tmp_path):
         assert set(_holders(tag)) == {parent.pid, *pids}  # Parent and both children map it.
         parent.send_signal(signal.SIGKILL)
         parent.wait(10)
-        assert _wait_gone(pids, 10.0) == []
+        assert wait_processes_gone(pids, 10.0) == []
         assert _holders(tag) == []  # No process holds it: the kernel has freed it.
         assert set(os.listdir("/dev/shm")) <= shm_before
     finally:
-        for pid in pids:
-            if _alive(pid):
-                os.kill(pid, signal.SIGKILL)
-        if parent.poll() is None:
-            parent.kill()
-            parent.wait()
+        kill_parent_and_children(parent, pids)
         log.close()

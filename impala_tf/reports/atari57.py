@@ -214,18 +214,7 @@ def table_c1(results: Sequence[EvaluationResults], scores: Sequence[AtariScores]
 def table_popart(results: Sequence[EvaluationResults], scores: Sequence[AtariScores]) -> Table:
     """PopArt runs' medians beside the IMPALA paper's Table 4 row and the PopArt paper's Table 1
     column for the run's reward clipping (clipped or unclipped Atari-57)."""
-    table = Table(
-        "PopArt: ours beside the IMPALA paper and the PopArt paper (Atari-57 median)",
-        [
-            Column("Results"),
-            Column("Benchmark"),
-            Column("Ours", digits=1, suffix="%"),
-            Column("IMPALA paper row"),
-            Column("IMPALA paper", digits=1, suffix="%"),
-            Column("PopArt-IMPALA (PopArt paper)", digits=1, suffix="%"),
-            Column("Ours - PopArt paper", digits=1),
-        ],
-    )
+    table = common.popart_table("Atari-57 median", with_benchmark=True)
     for r, s in zip(results, scores, strict=True):
         if not common.uses_popart(r):
             continue

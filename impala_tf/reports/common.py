@@ -159,6 +159,20 @@ def config_value(results: EvaluationResults, section: str, name: str) -> Any:
     return (results.config.get(section) or {}).get(name)
 
 
+def popart_table(what: str, with_benchmark: bool = False) -> Table:
+    """The empty table "PopArt: ours beside the IMPALA paper and the PopArt paper (`what`)" that
+    the DMLab-30 and Atari reports fill with their PopArt runs (`uses_popart`)."""
+    columns = [Column("Results")] + ([Column("Benchmark")] if with_benchmark else [])
+    columns += [
+        Column("Ours", digits=1, suffix="%"),
+        Column("IMPALA paper row"),
+        Column("IMPALA paper", digits=1, suffix="%"),
+        Column("PopArt-IMPALA (PopArt paper)", digits=1, suffix="%"),
+        Column("Ours - PopArt paper", digits=1),
+    ]
+    return Table(f"PopArt: ours beside the IMPALA paper and the PopArt paper ({what})", columns)
+
+
 def uses_popart(results: EvaluationResults) -> bool:
     """Whether the evaluated agent was trained with PopArt (`learner.popart` in its configuration;
     Hessel et al. 2019, beyond the IMPALA paper). False when the file carries no configuration."""
