@@ -373,5 +373,10 @@ def test_repeated_end_to_end_runs_give_a_median():
         "end_to_end_median=5000 frames/s (e2e-pong, 3 runs: 5000, 4000, 6000; median ratio to "
         "its bound 0.900)"
     ]
+    assert report.split_repeat("e2e-pong-r2") == ("e2e-pong", 2)
+    assert report.split_repeat("e2e-rooms_keys_doors_puzzle-deep") == (
+        "e2e-rooms_keys_doors_puzzle-deep",
+        None,
+    )
     # Without a bound for every member: the median frames/s only.
     assert "median_ratio_to_bound" not in report.repeated_runs(runs, {})["e2e-pong"]
