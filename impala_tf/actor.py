@@ -19,7 +19,7 @@ import numpy as np
 import tensorflow as tf
 import tree
 
-from impala_tf import structures
+from impala_tf import frame_stacks, structures
 
 
 def _to_numpy(nest: Any) -> Any:
@@ -121,6 +121,9 @@ class Actor:
       jit_compile: compile the inference step with XLA (see `InferenceStep`).
       tasks: E task indices, one per environment (each level's index in its suite, recorded in
         the trajectories for PopArt); None: all 0.
+      stack_depth: K > 0: the observations are stacks of K frames and the trajectories carry each
+        frame once, `[T+K, H, W]` (`impala_tf.frame_stacks`; checked at every step); 0: whole
+        observations `[T+1, ...]`.
     """
 
     def __init__(
@@ -132,6 +135,7 @@ class Actor:
         actor_id: int = 0,
         jit_compile: bool = False,
         tasks: list[int] | None = None,
+        stack_depth: int = 0,
     ):
         self._agent = agent
         self._env = env
@@ -142,6 +146,7 @@ class Actor:
         self._tasks = [0] * self._num_envs if tasks is None else [int(t) for t in tasks]
         if len(self._tasks) != self._num_envs:
             raise ValueError(f"{len(self._tasks)} tasks for {self._num_envs} environments")
+        self._stack_depth = int(stack_depth)
         self.params_version = 0
         self._policy = InferenceStep(agent, jit_compile=jit_compile)
         self._env_output = env.initial()
@@ -169,17 +174,40 @@ class Actor:
             )
         self._agent_output, self._core_state = output, state
 
+    def _recorded(self, env_output: structures.StepOutput) -> structures.StepOutput:
+        """What a trajectory keeps of one step: with frames sent once, only the newest frame."""
+        if not self._stack_depth:
+            return env_output
+        observation = env_output.observation
+        newest = frame_stacks.newest_frames(observation.frame)
+        return env_output._replace(observation=observation._replace(frame=newest))
+
     def unroll(self) -> list[structures.Trajectory]:
         """Plays T steps in every environment; returns E trajectories of T+1 steps (numpy)."""
         initial_state = self._core_state
-        env_outputs = [self._env_output]
+        first_frames = self._env_output.observation.frame
+        env_outputs = [self._recorded(self._env_output)]
         agent_outputs = [self._agent_output]
         for _ in range(self._unroll_length):
             self._step_agent()
+            previous = self._env_output
             self._env_output = self._env.step(self._agent_output.action)
-            env_outputs.append(self._env_output)
+            if self._stack_depth:
+                frame_stacks.check_step(
+                    previous.observation.frame,
+                    self._env_output.observation.frame,
+                    self._env_output.done,
+                )
+            env_outputs.append(self._recorded(self._env_output))
             agent_outputs.append(self._agent_output)
         env_stacked = structures.stack(env_outputs, axis=1)  # [E, T+1, ...]
+        if self._stack_depth:  # Frames [E, T+K, H, W]: observation 0's older frames first.
+            frames = np.concatenate(
+                [frame_stacks.older_frames(first_frames), env_stacked.observation.frame], axis=1
+            )
+            env_stacked = env_stacked._replace(
+                observation=env_stacked.observation._replace(frame=frames)
+            )
         agent_stacked = structures.stack(agent_outputs, axis=1)
         return [
             structures.Trajectory(

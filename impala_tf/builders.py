@@ -12,8 +12,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from impala_tf import configs, envs, networks, structures
-from impala_tf.envs import atari_vector, workers
+from impala_tf import configs, envs, frame_stacks, networks, structures
+from impala_tf.envs import atari, atari_vector, workers
 
 
 def _completed(config: configs.Config) -> configs.Config:
@@ -53,6 +53,22 @@ def trajectory_specs(config: configs.Config, agent: networks.Agent) -> structure
         agent.state_spec(),
         num_values=agent.num_values,
     )
+
+
+def sent_stack_depth(config: configs.Config) -> int:
+    """K when actors send each stacked frame once (`--send_frames_once`, Atari), else 0."""
+    config = _completed(config)
+    if config.runtime.send_frames_once and config.env.kind == "atari":
+        return atari.FRAME_STACK
+    return 0
+
+
+def queue_specs(config: configs.Config, agent: networks.Agent) -> structures.Trajectory:
+    """The spec of the queue's element: `trajectory_specs`, with the frames encoded when actors
+    send each stacked frame once (`impala_tf.frame_stacks`)."""
+    specs = trajectory_specs(config, agent)
+    depth = sent_stack_depth(config)
+    return frame_stacks.encoded_specs(specs, depth) if depth else specs
 
 
 def parameter_specs(agent: networks.Agent) -> list[structures.ArraySpec]:

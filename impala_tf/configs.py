@@ -274,6 +274,12 @@ class RuntimeConfig:
         lower=0,
         upper=19,
     )
+    send_frames_once: bool = setting(
+        True,
+        "Atari actors send each stacked frame once ([T+4, 84, 84] per trajectory instead of "
+        "[T+1, 84, 84, 4]); the learner rebuilds the stacks before the update (lossless; "
+        "impala_tf/frame_stacks.py).",
+    )
     watchdog_seconds: float = setting(
         600.0,
         "A learner without an update for this long is reported with every process's stacks; the "

@@ -35,6 +35,7 @@ from impala_tf import (
     checkpoints,
     configs,
     envs,
+    frame_stacks,
     rundir,
     structures,
     transport,
@@ -58,6 +59,16 @@ def _to_tensors(batch: Any) -> Any:
     return tree.map_structure(tf.convert_to_tensor, batch)
 
 
+_decode_frames = tf.function(frame_stacks.decode_trajectories)
+
+
+def training_tensors(batch: Any, stack_depth: int = 0) -> Any:
+    """A dequeued batch (numpy) as the tensors the update trains on: with frames sent once
+    (`stack_depth` K > 0), the observation stacks rebuilt (`impala_tf.frame_stacks`)."""
+    tensors = _to_tensors(batch)
+    return _decode_frames(tensors, stack_depth) if stack_depth else tensors
+
+
 # --------------------------------------------------------------------------------------------
 # Learner process.
 
@@ -76,11 +87,15 @@ def _learner_strategy(
 
 
 class Prefetcher:
-    """Dequeues the next batch in a background thread while the current one trains (one deep)."""
+    """Dequeues the next batch in a background thread while the current one trains (one deep),
+    and converts it to the update's tensors (`training_tensors`)."""
 
-    def __init__(self, trajectory_queue: transport.TrajectoryQueue, batch_size: int):
+    def __init__(
+        self, trajectory_queue: transport.TrajectoryQueue, batch_size: int, stack_depth: int = 0
+    ):
         self._queue = trajectory_queue
         self._batch_size = batch_size
+        self._stack_depth = stack_depth
         self._ready: queue_lib.Queue = queue_lib.Queue(maxsize=1)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="prefetch", daemon=True)
@@ -95,7 +110,7 @@ class Prefetcher:
             except Exception as error:  # Closed queue or a transport failure: hand it over.
                 self._ready.put(error)
                 return
-            item = (batch, _to_tensors(batch), time.time())
+            item = (batch, training_tensors(batch, self._stack_depth), time.time())
             while not self._stop.is_set():
                 try:
                     self._ready.put(item, timeout=0.5)
@@ -165,13 +180,14 @@ def mix_in_replay(
     replay: replay_lib.ReplayMixer | None,
     batch: structures.Trajectory,
     tensors: structures.Trajectory,
+    stack_depth: int = 0,
 ) -> structures.Trajectory:
     """Experience replay (section 5.2.2): the fresh batch followed by trajectories sampled from
     the learner's buffer (which the fresh ones join first), as tensors; `tensors` unchanged
-    without replay."""
+    without replay. The buffer keeps trajectories as dequeued (frames sent once stay encoded)."""
     if replay is None:
         return tensors
-    return _to_tensors(replay.mix(batch))
+    return training_tensors(replay.mix(batch), stack_depth)
 
 
 class LearnerStuckError(RuntimeError):
@@ -411,7 +427,10 @@ def run_learner(
 
     server = transport.start_learner_server(cluster, task)
     trajectory_queue = transport.TrajectoryQueue(
-        server, specs, task, capacity=max(1, lc.batch_size * QUEUE_CAPACITY_PER_BATCH)
+        server,
+        builders.queue_specs(config, agent),
+        task,
+        capacity=max(1, lc.batch_size * QUEUE_CAPACITY_PER_BATCH),
     )
     store = transport.ParameterStore(server, builders.parameter_specs(agent), task)
     store.publish(agent.trainable_variables, int(learner.num_updates.numpy()))
@@ -425,7 +444,8 @@ def run_learner(
         lc.batch_size, lc.replay_capacity, lc.replay_proportion, seed=config.runtime.seed + task
     )
     num_fresh = replay.num_fresh if replay else None  # None: the whole batch is fresh.
-    prefetcher = Prefetcher(trajectory_queue, num_fresh or lc.batch_size)
+    stack_depth = builders.sent_stack_depth(config)
+    prefetcher = Prefetcher(trajectory_queue, num_fresh or lc.batch_size, stack_depth)
     skips = _SkipGuard(config.runtime.max_consecutive_skipped_updates)
     healthy = False
     try:
@@ -435,7 +455,7 @@ def run_learner(
                 books.idle()
                 continue
             batch, tensors, _ = item
-            tensors = mix_in_replay(replay, batch, tensors)
+            tensors = mix_in_replay(replay, batch, tensors, stack_depth)
             logs, episodes, policy_lag = update_and_publish(
                 learner, store, batch, tensors, num_fresh
             )
@@ -542,7 +562,7 @@ def run_actor(
     levels = builders.actor_levels(config, actor_index)
     seeds = [builders.environment_seed(config, actor_index, j) for j in range(len(levels))]
     agent = builders.build_agent(config)
-    specs = builders.trajectory_specs(config, agent)
+    specs = builders.queue_specs(config, agent)
     params = transport.ParameterClient(
         target,
         builders.parameter_specs(agent),
@@ -569,6 +589,7 @@ def run_actor(
             actor_index,
             jit_compile=config.runtime.actor_jit_compile,
             tasks=builders.actor_tasks(config, actor_index),
+            stack_depth=builders.sent_stack_depth(config),
         )
         print(f"[actor {actor_index}] playing {sorted(set(levels))} for {target}", flush=True)
         try:

@@ -12,6 +12,10 @@ a run has `done = True`; `agent_state` is the core state at the unroll's start. 
 (`impala_tf.learner`) re-runs the agent, bootstraps from its value at step T and shifts behaviour
 and environment outputs by `[1:]`, its own outputs by `[:-1]`. See docs/time_alignment.md.
 
+On the queue, Atari trajectories carry each stacked frame once, `[T+4, 84, 84]` instead of
+`[T+1, 84, 84, 4]` (`impala_tf.frame_stacks`); the learner rebuilds the stacks before the update,
+so everything after the queue sees the records above.
+
 Episode statistics: `info.episode_return` is the sum of raw (unclipped) rewards, `info.episode_step`
 counts agent steps; frames = steps x action repeats.
 """

@@ -324,7 +324,8 @@ def test_run_actor_feeds_its_learner_from_the_native_backend():
     cluster = cluster_lib.local_cluster(1)
     server = transport.start_learner_server(cluster, 0)  # Lives until the test process exits.
     agent = builders.build_agent(config)
-    queue = transport.TrajectoryQueue(server, builders.trajectory_specs(config, agent), capacity=3)
+    # Frames are sent once (the default for Atari, `impala_tf.frame_stacks`).
+    queue = transport.TrajectoryQueue(server, builders.queue_specs(config, agent), capacity=3)
     store = transport.ParameterStore.for_variables(server, agent.trainable_variables)
     store.publish([v.numpy() for v in agent.trainable_variables], version=4)
     exit_codes = []
@@ -343,6 +344,11 @@ def test_run_actor_feeds_its_learner_from_the_native_backend():
         queue.close()
         thread.join(60.0)
     assert exit_codes == [0]
+    assert first.env_outputs.observation.frame.shape == (3, 5 + 4, 84, 84)
+    first, second = (
+        structures.Trajectory(*tree.map_structure(np.asarray, runtime.training_tensors(b, 4)))
+        for b in (first, second)
+    )
     for batch in (first, second):
         assert batch.env_outputs.observation.frame.shape == (3, 6, 84, 84, 4)
         assert batch.level_name.tolist() == [b"atari/pong"] * 3

@@ -87,6 +87,8 @@ class Sizes:
                 *({**pong, "repeat": i} for i in (1, 2, 3)),
                 # The same with the actors at a lower priority than the learner (--actor_nice=10).
                 {**pong, "actor_nice": 10},
+                # The same sending whole observation stacks (--nosend_frames_once).
+                {**pong, "send_frames_once": False},
                 # The deep agent: the "90 % of its update ceiling" target.
                 deep,
                 {**deep, "actor_nice": 10},

@@ -66,7 +66,9 @@ def bench_end_to_end(
     cluster = cluster_lib.local_cluster(1)
     server = transport.start_learner_server(cluster, 0)
     capacity = max(1, lc.batch_size * runtime.QUEUE_CAPACITY_PER_BATCH)
-    trajectory_queue = transport.TrajectoryQueue(server, specs, 0, capacity=capacity)
+    trajectory_queue = transport.TrajectoryQueue(
+        server, builders.queue_specs(config, agent), 0, capacity=capacity
+    )
     store = transport.ParameterStore(server, builders.parameter_specs(agent), 0)
     store.publish(agent.trainable_variables, 0)
     logdir = tempfile.mkdtemp(prefix="impala_bench_")
@@ -86,7 +88,9 @@ def bench_end_to_end(
         for i in range(run["actors"])
     ]
     sampler = process.RssSampler([c.pid for c in children])
-    prefetcher = runtime.Prefetcher(trajectory_queue, lc.batch_size)
+    prefetcher = runtime.Prefetcher(
+        trajectory_queue, lc.batch_size, builders.sent_stack_depth(config)
+    )
     frames_per_update = lc.batch_size * lc.unroll_length * repeats
     updates, train_seconds, wait_seconds = 0, 0.0, 0.0
     lags = []
@@ -166,6 +170,8 @@ def bench_end_to_end(
         name += f"-nice{run['actor_nice']}"
     if run.get("actor_jit"):
         name += "-actorxla"
+    if not builders.sent_stack_depth(config) and config.env.kind == "atari":
+        name += "-stacks"  # Whole observation stacks through the queue (--nosend_frames_once).
     if "repeat" in run:  # One of several identical runs (`report.repeated_runs`).
         name += f"-r{run['repeat']}"
     return {
@@ -186,6 +192,7 @@ def bench_end_to_end(
         "mean_policy_lag_updates": float(np.mean(lags)) if lags else None,
         "actor_nice_setting": config.runtime.actor_nice,
         "actor_jit_compile": config.runtime.actor_jit_compile,
+        "frames_sent_once": bool(builders.sent_stack_depth(config)),
         "same_batch_update_seconds": ceiling_seconds,
         "same_batch_update_seconds_before_after": [before, after],
         "same_batch_update_frames_per_second": frames_per_update / ceiling_seconds,

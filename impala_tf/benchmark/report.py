@@ -26,6 +26,8 @@ def paper_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
             architecture += f", actors nice {r['actor_nice_setting']}"
         if r["actor_jit_compile"]:
             architecture += ", actor XLA"
+        if r["name"].endswith("-stacks") or "-stacks-" in r["name"]:
+            architecture += ", whole frame stacks sent"
         if r["name"].endswith("-dedicated"):
             architecture += f", learner on CPUs {r['learner_cpus']}, actors on {r['actor_cpus']}"
         base, repeat = split_repeat(r["name"])

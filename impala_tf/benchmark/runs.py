@@ -2,7 +2,8 @@
 
 Shared by `end_to_end` (the runs) and `bound` (the stage costs measured for each run's bound), so
 that neither imports the other. A run description is a dict with `level`, `agent`, `batch`,
-`unroll`, `actors`, `envs` and optionally `actor_nice`, `tf_threads`, `actor_jit`.
+`unroll`, `actors`, `envs` and optionally `actor_nice`, `tf_threads`, `actor_jit`,
+`send_frames_once`.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ def e2e_config(run: dict[str, Any]) -> tuple[str, dict[str, dict[str, Any]]]:
         overrides["runtime"]["actor_tf_threads"] = run["tf_threads"]
     if run.get("actor_jit"):
         overrides["runtime"]["actor_jit_compile"] = True
+    if "send_frames_once" in run:
+        overrides["runtime"]["send_frames_once"] = bool(run["send_frames_once"])
     return configs.preset_for_level(run["level"]), overrides
 
 
