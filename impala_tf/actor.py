@@ -147,6 +147,7 @@ class Actor:
         if len(self._tasks) != self._num_envs:
             raise ValueError(f"{len(self._tasks)} tasks for {self._num_envs} environments")
         self._stack_depth = int(stack_depth)
+        self._check_stacks = frame_stacks.StackChecker()
         self.params_version = 0
         self._policy = InferenceStep(agent, jit_compile=jit_compile)
         self._env_output = env.initial()
@@ -193,7 +194,7 @@ class Actor:
             previous = self._env_output
             self._env_output = self._env.step(self._agent_output.action)
             if self._stack_depth:
-                frame_stacks.check_step(
+                self._check_stacks(
                     previous.observation.frame,
                     self._env_output.observation.frame,
                     self._env_output.done,

@@ -17,7 +17,7 @@ every position. With `frames[j]` the encoded sequence (`frames[0..K-1]` the stac
 
     frames[max(t + k, start[t])],  start[t] = max({0} u {r + K - 1 : 1 <= r <= t, done[r]}).
 
-Actors check the rule at every step (`check_step`), so an environment that stacked differently
+Actors check the rule at every step (`StackChecker`), so an environment that stacked differently
 fails with `FrameStackError` instead of training on wrong observations.
 """
 
@@ -57,38 +57,68 @@ def older_frames(stack: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(np.moveaxis(stack[..., :-1], -1, 1))
 
 
-def check_step(previous: np.ndarray, current: np.ndarray, done: np.ndarray) -> None:
-    """Checks that each stack of `current` follows from `previous` by the stacking rule.
+class StackChecker:
+    """Checks that each step's stacks follow from the last step's by the stacking rule.
 
-    Args:
-      previous: uint8 `[E, H, W, K]`, the observations of the step before.
-      current: uint8 `[E, H, W, K]`.
-      done: bool `[E]`, `current` starts an episode.
-
-    Raises:
-      FrameStackError: naming the first environment whose stack breaks the rule.
+    Its buffers are allocated once: temporaries of this size allocated at every step were
+    returned to the OS and faulted back in each time, which took ~0.7 ms per step at E = 16 on a
+    2-vCPU VM, ten times the arithmetic.
     """
-    done = np.asarray(done, bool)
-    if _is_fast(previous) and _is_fast(current):
-        now = current.view(np.uint32)[..., 0]
-        shifted = (now & np.uint32(0x00FFFFFF)) == (previous.view(np.uint32)[..., 0] >> 8)
-        repeated = now == (now >> 24) * np.uint32(0x01010101)
-    else:
-        shifted = (current[..., :-1] == previous[..., 1:]).all(axis=-1)
-        repeated = (current == current[..., -1:]).all(axis=-1)
-    num_envs = len(done)
-    ok = np.where(
-        done,
-        repeated.reshape(num_envs, -1).all(axis=1),
-        shifted.reshape(num_envs, -1).all(axis=1),
-    )
-    if not ok.all():
-        slot = int(np.flatnonzero(~ok)[0])
-        expected = "its newest frame in every position" if done[slot] else "the last one shifted"
-        raise FrameStackError(
-            f"environment {slot}: the observation stack is not {expected} (done={bool(done[slot])}); "
-            "frames cannot be sent once for this environment: run with --nosend_frames_once"
-        )
+
+    def __init__(self):
+        self._buffers: dict[tuple[int, ...], tuple[np.ndarray, ...]] = {}
+
+    def _fast_buffers(self, shape: tuple[int, ...]) -> tuple[np.ndarray, ...]:
+        buffers = self._buffers.get(shape)
+        if buffers is None:
+            buffers = self._buffers[shape] = (
+                np.empty(shape, np.uint32),
+                np.empty(shape, np.uint32),
+                np.empty(shape, bool),
+                np.empty(shape, bool),
+            )
+        return buffers
+
+    def __call__(self, previous: np.ndarray, current: np.ndarray, done: np.ndarray) -> None:
+        """Raises `FrameStackError` naming the first environment whose stack breaks the rule.
+
+        Args:
+          previous: uint8 `[E, H, W, K]`, the observations of the step before.
+          current: uint8 `[E, H, W, K]`.
+          done: bool `[E]`, `current` starts an episode.
+        """
+        done = np.asarray(done, bool)
+        num_envs = len(done)
+        if _is_fast(previous) and _is_fast(current):
+            now = current.view(np.uint32)[..., 0].reshape(num_envs, -1)  # [E, H x W]
+            before = previous.view(np.uint32)[..., 0].reshape(num_envs, -1)
+            a, b, shifted, repeated = self._fast_buffers(now.shape)
+            np.bitwise_and(now, np.uint32(0x00FFFFFF), out=a)  # Positions 0..K-2 of now ...
+            np.right_shift(before, 8, out=b)  # ... are positions 1..K-1 of before.
+            np.equal(a, b, out=shifted)
+            if done.any():
+                np.right_shift(now, 24, out=a)
+                np.multiply(a, np.uint32(0x01010101), out=a)  # The newest frame 4 times.
+                np.equal(now, a, out=repeated)
+        else:
+            shifted = (current[..., :-1] == previous[..., 1:]).all(axis=-1)
+            repeated = (current == current[..., -1:]).all(axis=-1)
+        ok = shifted.reshape(num_envs, -1).all(axis=1)
+        if done.any():
+            ok[done] = repeated.reshape(num_envs, -1)[done].all(axis=1)
+        if not ok.all():
+            slot = int(np.flatnonzero(~ok)[0])
+            expected = "its newest frame in every position" if done[slot] else "the last shifted"
+            raise FrameStackError(
+                f"environment {slot}: the observation stack is not {expected} "
+                f"(done={bool(done[slot])}); frames cannot be sent once for this environment: "
+                "run with --nosend_frames_once"
+            )
+
+
+def check_step(previous: np.ndarray, current: np.ndarray, done: np.ndarray) -> None:
+    """`StackChecker()(previous, current, done)`, with fresh buffers (tests and tools)."""
+    StackChecker()(previous, current, done)
 
 
 def decode_numpy(frames: np.ndarray, done: np.ndarray, stack_depth: int) -> np.ndarray:
