@@ -280,6 +280,14 @@ class RuntimeConfig:
         "[T+1, 84, 84, 4]); the learner rebuilds the stacks before the update (lossless; "
         "impala_tf/frame_stacks.py).",
     )
+    malloc_keep_mb: int = setting(
+        256,
+        "glibc malloc: allocations below this many MB (at most 32) come from the heap and up to "
+        "4x this much freed memory is kept for reuse instead of being returned to the OS and "
+        "faulted back in (0: glibc's defaults; impala_tf/allocator.py).",
+        lower=0,
+        upper=1 << 20,
+    )
     watchdog_seconds: float = setting(
         600.0,
         "A learner without an update for this long is reported with every process's stacks; the "

@@ -30,6 +30,7 @@ import tensorflow as tf
 import tree
 
 from impala_tf import (
+    allocator,
     bookkeeping,
     builders,
     checkpoints,
@@ -407,6 +408,7 @@ def run_learner(
     prefix = f"[learner {task}]"
     if task == 0:
         configs.write_config(run_dir.config, config)
+    allocator.keep_freed_memory(config.runtime.malloc_keep_mb)
     stop = _StopFlag()
     strategy = _learner_strategy(cluster, task)
     tf.random.set_seed(config.runtime.seed)
@@ -556,6 +558,7 @@ def run_actor(
     """
     _limit_tf_threads(config.runtime.actor_tf_threads)
     lower_priority(config.runtime.actor_nice)
+    allocator.keep_freed_memory(config.runtime.malloc_keep_mb)  # Env workers inherit it.
     learner_task = cluster.learner_for_actor(actor_index)
     target = cluster.learner_target(learner_task)
     tf.random.set_seed(config.runtime.seed * 7919 + actor_index)

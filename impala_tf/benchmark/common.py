@@ -87,8 +87,10 @@ class Sizes:
                 *({**pong, "repeat": i} for i in (1, 2, 3)),
                 # The same with the actors at a lower priority than the learner (--actor_nice=10).
                 {**pong, "actor_nice": 10},
-                # The same sending whole observation stacks (--nosend_frames_once).
+                # The same sending whole observation stacks (--nosend_frames_once), and with
+                # glibc's default malloc thresholds (--malloc_keep_mb=0).
                 {**pong, "send_frames_once": False},
+                {**pong, "malloc_keep_mb": 0},
                 # The deep agent: the "90 % of its update ceiling" target.
                 deep,
                 {**deep, "actor_nice": 10},

@@ -28,7 +28,7 @@ import psutil
 import tensorflow as tf
 import tree
 
-from impala_tf import builders, runtime, testing, transport
+from impala_tf import builders, configs, runtime, testing, transport
 from impala_tf import cluster as cluster_lib
 from impala_tf import learner as learner_lib
 from impala_tf.benchmark import bound, common, process, runs
@@ -172,6 +172,8 @@ def bench_end_to_end(
         name += "-actorxla"
     if not builders.sent_stack_depth(config) and config.env.kind == "atari":
         name += "-stacks"  # Whole observation stacks through the queue (--nosend_frames_once).
+    if config.runtime.malloc_keep_mb != configs.RuntimeConfig.malloc_keep_mb:
+        name += f"-malloc{config.runtime.malloc_keep_mb}"
     if "repeat" in run:  # One of several identical runs (`report.repeated_runs`).
         name += f"-r{run['repeat']}"
     return {
@@ -193,6 +195,7 @@ def bench_end_to_end(
         "actor_nice_setting": config.runtime.actor_nice,
         "actor_jit_compile": config.runtime.actor_jit_compile,
         "frames_sent_once": bool(builders.sent_stack_depth(config)),
+        "malloc_keep_mb": config.runtime.malloc_keep_mb,
         "same_batch_update_seconds": ceiling_seconds,
         "same_batch_update_seconds_before_after": [before, after],
         "same_batch_update_frames_per_second": frames_per_update / ceiling_seconds,

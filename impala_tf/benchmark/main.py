@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from impala_tf import benchmark
+from impala_tf import allocator, benchmark, configs
 from impala_tf.benchmark import common, end_to_end, flops, peak, report, stages
 
 SECTIONS = ("update", "vtrace", "actor", "transport", "e2e")
@@ -21,6 +21,8 @@ SECTIONS = ("update", "vtrace", "actor", "transport", "e2e")
 
 def run_benchmark(sizes: common.Sizes, sections: Sequence[str] = SECTIONS) -> dict[str, Any]:
     """Runs the selected sections and returns the JSON-ready result."""
+    # This process's sections run with the runtime's default allocator setting, as a run would.
+    allocator.keep_freed_memory(configs.RuntimeConfig.malloc_keep_mb)
     data: dict[str, Any] = {"machine": common.machine_info(), "sections": {}}
     out = data["sections"]
     started = time.perf_counter()

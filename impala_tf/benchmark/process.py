@@ -20,6 +20,7 @@ from typing import Any
 import psutil
 
 import impala_tf
+from impala_tf import allocator
 
 # The directory that holds the `impala_tf` package, put on the children's PYTHONPATH.
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(impala_tf.__file__)))
@@ -41,6 +42,8 @@ def spawn(spec: dict[str, Any], log_path: str | None = None) -> subprocess.Popen
     """
     out = open(log_path, "ab") if log_path else subprocess.DEVNULL
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    for name in allocator.ENVIRONMENT:  # The child applies its own run's setting.
+        env.pop(name, None)
     env["PYTHONPATH"] = _ROOT + os.pathsep + env.get("PYTHONPATH", "")
     try:
         return subprocess.Popen(

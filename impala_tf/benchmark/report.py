@@ -28,6 +28,8 @@ def paper_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
             architecture += ", actor XLA"
         if r["name"].endswith("-stacks") or "-stacks-" in r["name"]:
             architecture += ", whole frame stacks sent"
+        if r.get("malloc_keep_mb", 256) != 256:
+            architecture += f", malloc_keep_mb {r['malloc_keep_mb']}"
         if r["name"].endswith("-dedicated"):
             architecture += f", learner on CPUs {r['learner_cpus']}, actors on {r['actor_cpus']}"
         base, repeat = split_repeat(r["name"])

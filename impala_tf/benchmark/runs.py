@@ -3,7 +3,7 @@
 Shared by `end_to_end` (the runs) and `bound` (the stage costs measured for each run's bound), so
 that neither imports the other. A run description is a dict with `level`, `agent`, `batch`,
 `unroll`, `actors`, `envs` and optionally `actor_nice`, `tf_threads`, `actor_jit`,
-`send_frames_once`.
+`send_frames_once`, `malloc_keep_mb`.
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ def e2e_config(run: dict[str, Any]) -> tuple[str, dict[str, dict[str, Any]]]:
         overrides["runtime"]["actor_tf_threads"] = run["tf_threads"]
     if run.get("actor_jit"):
         overrides["runtime"]["actor_jit_compile"] = True
+    if "malloc_keep_mb" in run:
+        overrides["runtime"]["malloc_keep_mb"] = int(run["malloc_keep_mb"])
     if "send_frames_once" in run:
         overrides["runtime"]["send_frames_once"] = bool(run["send_frames_once"])
     return configs.preset_for_level(run["level"]), overrides
@@ -51,3 +53,11 @@ def needs_fake_dmlab(level: str) -> bool:
     except ImportError:
         return True
     return False
+
+
+def malloc_keep_mb(spec: dict[str, Any]) -> int:
+    """`--malloc_keep_mb` of a benchmark child: its run's (`run` or `overrides` in the spec), else
+    the runtime's default."""
+    overrides = e2e_config(spec["run"])[1] if "run" in spec else spec.get("overrides") or {}
+    default = configs.RuntimeConfig.malloc_keep_mb
+    return int(overrides.get("runtime", {}).get("malloc_keep_mb", default))
