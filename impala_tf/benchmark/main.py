@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import time
@@ -119,12 +120,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--sections", default=",".join(SECTIONS), help=f"comma-separated subset of {SECTIONS}"
     )
+    parser.add_argument(
+        "--e2e_level",
+        default="",
+        help="only the end-to-end runs on this level (e.g. atari/pong); default: all",
+    )
     args = parser.parse_args(argv)
     sections = [s for s in args.sections.split(",") if s]
     unknown = set(sections) - set(SECTIONS)
     if unknown:
         parser.error(f"unknown sections {sorted(unknown)}")
     sizes = common.Sizes.quick() if args.quick else common.Sizes.full()
+    if args.e2e_level:
+        sizes = dataclasses.replace(
+            sizes,
+            e2e_runs=tuple(r for r in sizes.e2e_runs if r["level"] == args.e2e_level),
+            dedicated_runs=tuple(r for r in sizes.dedicated_runs if r["level"] == args.e2e_level),
+        )
+        if not sizes.e2e_runs and not sizes.dedicated_runs:
+            parser.error(f"no end-to-end run on level {args.e2e_level!r}")
     data = run_benchmark(sizes, sections)
     with open(args.output, "w") as f:
         json.dump(data, f, indent=2)
