@@ -185,3 +185,27 @@ def test_the_actor_sends_breakout_frames_once_and_the_learner_sees_its_observati
         u, e = divmod(index, 2)
         window = slice(u * unroll, u * unroll + unroll + 1)
         np.testing.assert_array_equal(stacks[index], whole[e, window])
+
+
+def test_replay_keeps_encoded_trajectories_and_the_update_sees_whole_stacks():
+    from impala_tf import replay, runtime
+
+    stacks, dones = _stacks_from_rule(41, 4, 0.2, seed=11)
+    trajectories = [
+        frame_stacks.encode_numpy(_trajectory(stacks[e, s : s + 21], dones[e, s : s + 21]), K)
+        for s in (0, 20)
+        for e in range(4)
+    ]  # Batch b: env b % 4, unroll b // 4.
+    mixer = replay.ReplayMixer(batch_size=4, capacity=100, proportion=0.5, seed=0)
+    first, second = structures.stack(trajectories[:2]), structures.stack(trajectories[4:6])
+    runtime.mix_in_replay(mixer, first, None, K)
+    mixed = runtime.mix_in_replay(mixer, second, None, K)
+    # The buffer holds what was dequeued: frames sent once.
+    assert mixer.buffer.sample(1).env_outputs.observation.frame.shape == (1, 20 + K, 7, 5)
+    decoded = mixed.env_outputs.observation.frame.numpy()
+    assert decoded.shape == (4, 21, 7, 5, K)
+    whole = {(e, s): stacks[e, s : s + 21] for s in (0, 20) for e in range(4)}
+    np.testing.assert_array_equal(decoded[0], whole[(0, 20)])  # The fresh ones first.
+    np.testing.assert_array_equal(decoded[1], whole[(1, 20)])
+    for replayed in decoded[2:]:  # Sampled from the four added: each one of them, whole.
+        assert any(np.array_equal(replayed, whole[key]) for key in whole)
