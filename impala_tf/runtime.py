@@ -89,14 +89,21 @@ def _learner_strategy(
 
 class Prefetcher:
     """Dequeues the next batch in a background thread while the current one trains (one deep),
-    and converts it to the update's tensors (`training_tensors`)."""
+    and converts it to the update's tensors (`training_tensors`), unless `convert` is False:
+    with experience replay the update trains on the mixed batch, converted by `mix_in_replay`,
+    and the item's tensors are None."""
 
     def __init__(
-        self, trajectory_queue: transport.TrajectoryQueue, batch_size: int, stack_depth: int = 0
+        self,
+        trajectory_queue: transport.TrajectoryQueue,
+        batch_size: int,
+        stack_depth: int = 0,
+        convert: bool = True,
     ):
         self._queue = trajectory_queue
         self._batch_size = batch_size
         self._stack_depth = stack_depth
+        self._convert = convert
         self._ready: queue_lib.Queue = queue_lib.Queue(maxsize=1)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="prefetch", daemon=True)
@@ -111,7 +118,8 @@ class Prefetcher:
             except Exception as error:  # Closed queue or a transport failure: hand it over.
                 self._ready.put(error)
                 return
-            item = (batch, training_tensors(batch, self._stack_depth), time.time())
+            tensors = training_tensors(batch, self._stack_depth) if self._convert else None
+            item = (batch, tensors, time.time())
             while not self._stop.is_set():
                 try:
                     self._ready.put(item, timeout=0.5)
@@ -185,7 +193,7 @@ def mix_in_replay(
 ) -> structures.Trajectory:
     """Experience replay (section 5.2.2): the fresh batch followed by trajectories sampled from
     the learner's buffer (which the fresh ones join first), as tensors; `tensors` unchanged
-    without replay. The buffer keeps trajectories as dequeued (frames sent once stay encoded)."""
+    without replay (with replay, `tensors` is ignored: the prefetcher leaves it None). The buffer keeps trajectories as dequeued (frames sent once stay encoded)."""
     if replay is None:
         return tensors
     return training_tensors(replay.mix(batch), stack_depth)
@@ -447,7 +455,9 @@ def run_learner(
     )
     num_fresh = replay.num_fresh if replay else None  # None: the whole batch is fresh.
     stack_depth = builders.sent_stack_depth(config)
-    prefetcher = Prefetcher(trajectory_queue, num_fresh or lc.batch_size, stack_depth)
+    prefetcher = Prefetcher(
+        trajectory_queue, num_fresh or lc.batch_size, stack_depth, convert=replay is None
+    )
     skips = _SkipGuard(config.runtime.max_consecutive_skipped_updates)
     healthy = False
     try:

@@ -19,7 +19,8 @@ import sys
 import psutil
 import pytest
 
-from impala_tf.benchmark import common, end_to_end, main, report, stages
+from impala_tf import bookkeeping
+from impala_tf.benchmark import checkouts, common, end_to_end, main, report, stages
 from impala_tf.reports import throughput
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -380,3 +381,25 @@ def test_repeated_end_to_end_runs_give_a_median():
     )
     # Without a bound for every member: the median frames/s only.
     assert "median_ratio_to_bound" not in report.repeated_runs(runs, {})["e2e-pong"]
+
+
+def test_checkouts_reads_the_learners_own_progress_lines():
+    # `benchmark.checkouts` compares code versions by the real training command's console output:
+    # if the progress line changes, this fails instead of the comparison silently finding nothing.
+    progress = bookkeeping.Progress(total_frames=200_000_000)
+    assert checkouts.frames_of(f"[learner 0] {progress.line(3_005_440, -20.5)}") == 3_005_440
+    assert checkouts.frames_of(f"[learner 1] {progress.line(3_005_440, -20.5)}") is None
+    assert checkouts.frames_of("[actor 0] connected") is None
+
+
+def test_checkouts_steady_rate_skips_the_warm_up():
+    points = [(10.0, 0), (40.0, 1_000), (60.0, 41_000), (80.0, 81_000)]
+    assert checkouts.steady_rate(points, warmup=50) == (2_000.0, 20.0)
+    with pytest.raises(ValueError, match="warm-up"):
+        checkouts.steady_rate(points, warmup=70)
+
+
+def test_checkouts_needs_two_existing_checkouts(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        checkouts.main(["a=" + str(tmp_path), "b=" + str(tmp_path / "missing")])
+    assert "NAME=DIRECTORY" in capsys.readouterr().err

@@ -1,0 +1,153 @@
+"""Alternating A/B of end-to-end training speed between two source checkouts on one machine.
+
+Machines differ from session to session (BENCHMARKS.md), so a frames/s target set on one machine
+is checked on another as a ratio: this code's speed over the speed of the code the target was set
+against, both measured in one session, in turn (A B B A A B ...), so that drift slows both alike.
+Each run is the real training command, `python -m impala_tf.experiment <flags>` with
+`PYTHONPATH=<checkout>` and its own fresh logdir, stopped with SIGINT after `--seconds`; its
+speed is read from the learner's console progress lines (`bookkeeping.Progress`): the frames
+gained after `--warmup` seconds over the wall time between the first and the last line after it
+(start-up and tracing excluded)::
+
+    git worktree add /tmp/old <commit>
+    python -m impala_tf.benchmark.checkouts --rounds=3 --seconds=170 --warmup=50 \\
+        new=. old=/tmp/old -- --preset=atari --agent=shallow --level_name=atari/pong \\
+        --num_actors=2 --envs_per_actor=16 --summary_seconds=10
+
+Every checkout runs with this Python (its packages must suit both).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+
+PROGRESS = re.compile(r"\[learner 0\] frames ([\d,]+)/")
+
+
+def frames_of(line: str) -> int | None:
+    """The frame count of a learner-0 progress line, None for any other line."""
+    match = PROGRESS.search(line)
+    return int(match.group(1).replace(",", "")) if match else None
+
+
+def steady_rate(points: Sequence[tuple[float, int]], warmup: float) -> tuple[float, float]:
+    """`(frames/s, window seconds)` from `(seconds since start, frames)` points after `warmup`."""
+    steady = [p for p in points if p[0] >= warmup]
+    if len(steady) < 2 or steady[-1][0] <= steady[0][0]:
+        raise ValueError(
+            f"fewer than two progress lines after the {warmup:.0f} s warm-up ({len(points)} in "
+            "all): run longer (--seconds) or log more often (--summary_seconds)"
+        )
+    (t0, f0), (t1, f1) = steady[0], steady[-1]
+    return (f1 - f0) / (t1 - t0), t1 - t0
+
+
+def run_once(
+    checkout: str, flags: Sequence[str], seconds: float, warmup: float
+) -> dict[str, float]:
+    """One training run of `checkout` for `seconds`; its steady frames/s and its window."""
+    logdir = tempfile.mkdtemp(prefix="impala_checkouts_")
+    env = dict(os.environ, PYTHONPATH=os.path.abspath(checkout))
+    command = [sys.executable, "-u", "-m", "impala_tf.experiment", *flags, f"--logdir={logdir}"]
+    proc = subprocess.Popen(
+        command,
+        cwd=checkout,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    start = time.monotonic()
+    points: list[tuple[float, int]] = []
+
+    def read() -> None:
+        for line in proc.stdout:
+            frames = frames_of(line)
+            if frames is not None:
+                points.append((time.monotonic() - start, frames))
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        while time.monotonic() - start < seconds and proc.poll() is None:
+            time.sleep(0.5)
+    finally:
+        _stop(proc)
+    rate, window = steady_rate(points, warmup)
+    return {"fps": rate, "window_seconds": window, "frames": points[-1][1], "logdir": logdir}
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """SIGINT to the run's process group (the learner checkpoints and exits), SIGKILL after 60 s."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGINT)
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m impala_tf.benchmark.checkouts", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=170.0)
+    parser.add_argument("--warmup", type=float, default=50.0)
+    parser.add_argument("--output", default="", help="JSON of every run (optional)")
+    parser.add_argument("checkouts", nargs="+", help="NAME=DIRECTORY, two or more")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    flags = argv[argv.index("--") + 1 :] if "--" in argv else []
+    args = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
+    named = [c.split("=", 1) for c in args.checkouts]
+    if len(named) < 2 or any(len(n) != 2 or not os.path.isdir(n[1]) for n in named):
+        parser.error("give two or more NAME=DIRECTORY checkouts")
+    results: dict[str, list[dict[str, float]]] = {name: [] for name, _ in named}
+    for index in range(args.rounds):
+        for name, directory in named if index % 2 == 0 else named[::-1]:
+            run = run_once(directory, flags, args.seconds, args.warmup)
+            results[name].append(run)
+            print(
+                f"round {index} {name}: {run['fps']:,.0f} frames/s over "
+                f"{run['window_seconds']:.0f} s",
+                flush=True,
+            )
+    medians = {name: statistics.median(r["fps"] for r in runs) for name, runs in results.items()}
+    first = named[0][0]
+    for name, median in medians.items():
+        runs = ", ".join(f"{r['fps']:,.0f}" for r in results[name])
+        print(
+            f"{name}: median {median:,.0f} frames/s ({runs}); "
+            f"{first}/{name} {medians[first] / median:.3f}"
+        )
+    if args.output:
+        with open(args.output, "w") as f:
+            json.dump(
+                {
+                    "flags": flags,
+                    "rounds": args.rounds,
+                    "seconds": args.seconds,
+                    "warmup": args.warmup,
+                    "results": results,
+                },
+                f,
+                indent=1,
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
