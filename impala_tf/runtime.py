@@ -50,6 +50,7 @@ from impala_tf.pbt import member as pbt_member
 _LOG = logging.getLogger(__name__)
 
 QUEUE_CAPACITY_PER_BATCH = 1  # Queue capacity = batch size: each actor blocks until dequeued.
+SHUTDOWN_JOIN_SECONDS = 30.0  # Bound on waiting for the prefetch and dequeue threads at exit.
 
 
 def _zeros_batch(specs: Any, batch_size: int) -> Any:
@@ -116,16 +117,19 @@ class Prefetcher:
             except transport.QueueTimeoutError:
                 continue
             except Exception as error:  # Closed queue or a transport failure: hand it over.
-                self._ready.put(error)
+                self._hand_over(error)
                 return
             tensors = training_tensors(batch, self._stack_depth) if self._convert else None
-            item = (batch, tensors, time.time())
-            while not self._stop.is_set():
-                try:
-                    self._ready.put(item, timeout=0.5)
-                    break
-                except queue_lib.Full:
-                    continue
+            self._hand_over((batch, tensors, time.time()))
+
+    def _hand_over(self, item: Any) -> None:
+        """Waits for room in the one-deep hand-over; gives up once stopped."""
+        while not self._stop.is_set():
+            try:
+                self._ready.put(item, timeout=0.5)
+                return
+            except queue_lib.Full:
+                continue
 
     def get(self, timeout: float) -> tuple[Any, Any, float] | None:
         try:
@@ -138,6 +142,14 @@ class Prefetcher:
 
     def stop(self) -> None:
         self._stop.set()
+
+    def join(self, timeout: float) -> bool:
+        """After `stop`: waits up to `timeout` seconds for the thread to end; True if it did.
+
+        The thread ends within about a second of `stop` (its dequeue's timeout), at once if the
+        queue was closed."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
 
 
 class _StopFlag:
@@ -482,6 +494,10 @@ def run_learner(
             trajectory_queue.close()  # Actors stop; a pending dequeue returns.
         except Exception:  # Best effort: actors also notice the learner going away.
             pass
+        # No thread may be inside TensorFlow when the interpreter exits (it would abort the
+        # process): the prefetch thread and its dequeue end within seconds of the close.
+        prefetcher.join(timeout=SHUTDOWN_JOIN_SECONDS)
+        trajectory_queue.join_dequeues(timeout=SHUTDOWN_JOIN_SECONDS)
         books.close(save=healthy or skips.streak == 0)
         if member is not None:
             member.close()

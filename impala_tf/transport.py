@@ -408,6 +408,7 @@ class TrajectoryQueue(_QueueGraph):
             timeout_seconds=None,  # Its own server: a dequeue may wait for actors indefinitely.
         )
         self._pending: tuple[int, concurrent.futures.Future] | None = None
+        self._dequeue_threads: list[threading.Thread] = []
 
     def _dequeue_step(self, batch_size: int) -> str:
         name = f"dequeue_{batch_size}"
@@ -474,8 +475,23 @@ class TrajectoryQueue(_QueueGraph):
             except BaseException as error:  # noqa: BLE001 - handed to the waiting caller.
                 future.set_exception(error)
 
-        threading.Thread(target=run, name="dequeue", daemon=True).start()
+        thread = threading.Thread(target=run, name="dequeue", daemon=True)
+        thread.start()
+        self._dequeue_threads = [t for t in self._dequeue_threads if t.is_alive()] + [thread]
         return future
+
+    def join_dequeues(self, timeout: float) -> bool:
+        """Waits up to `timeout` seconds for the background dequeues to end; True if none is left.
+
+        Call it after `close`, which makes a pending dequeue return at once. A dequeue thread
+        still inside TensorFlow when the interpreter exits aborts the process as it comes back
+        ("terminate called after throwing an instance of ''"): the learner joins them first.
+        """
+        deadline = time.monotonic() + timeout
+        for thread in self._dequeue_threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        self._dequeue_threads = [t for t in self._dequeue_threads if t.is_alive()]
+        return not self._dequeue_threads
 
     def close(self, cancel_pending_enqueues: bool = True) -> None:
         """Closes the queue: blocked/new enqueues and short dequeues raise `QueueClosedError`.

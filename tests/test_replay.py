@@ -8,14 +8,12 @@ Runtime: about 10 s on 2 CPU cores.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 import tensorflow as tf
 import tree
 
-from impala_tf import configs, networks, replay, runtime, structures, transport
+from impala_tf import configs, networks, replay, runtime, structures
 from impala_tf import learner as learner_lib
 
 
@@ -162,36 +160,6 @@ def test_mix_in_replay_without_replay_passes_the_tensors_through():
     mixed = runtime.mix_in_replay(mixer, batch, tensors)
     assert isinstance(mixed.env_outputs.reward, tf.Tensor)
     assert mixed.env_outputs.reward.shape[0] == 4
-
-
-class _OneBatchQueue:
-    """Stands in for `transport.TrajectoryQueue`: hands out one batch, then times out."""
-
-    def __init__(self, batch):
-        self.batches = [batch]
-
-    def dequeue_many(self, n, timeout):
-        if not self.batches:
-            time.sleep(timeout)
-            raise transport.QueueTimeoutError("empty")
-        return self.batches.pop()
-
-
-@pytest.mark.parametrize("convert", [True, False])
-def test_prefetcher_leaves_conversion_to_replay_when_asked(convert):
-    # With replay the learner trains on the mixed batch (`mix_in_replay` converts it): the
-    # prefetch thread then hands over the numpy batch only, converting nothing twice.
-    batch = _trajectories([0, 1])
-    prefetcher = runtime.Prefetcher(_OneBatchQueue(batch), 2, convert=convert)
-    try:
-        got, tensors, _ = prefetcher.get(timeout=30)
-    finally:
-        prefetcher.stop()
-    assert got is batch
-    if convert:
-        np.testing.assert_array_equal(tensors.env_outputs.reward, batch.env_outputs.reward)
-    else:
-        assert tensors is None
 
 
 def _random_batch(rng, batch_size, unroll_length, num_actions, state_spec):

@@ -361,6 +361,19 @@ def test_close_unblocks_waiting_dequeue(learner):
 
 
 @pytest.mark.timeout(60)
+def test_close_ends_the_background_dequeue_of_a_timed_out_call(learner):
+    # A timed-out dequeue keeps running in its thread (nothing is lost); the learner closes the
+    # queue and joins it before exiting: a thread inside TensorFlow at exit aborts the process.
+    cluster, server = learner
+    learner_queue = transport.TrajectoryQueue(server, SMALL_SPECS)
+    with pytest.raises(transport.QueueTimeoutError):
+        learner_queue.dequeue_many(2, timeout=0.3)
+    assert not learner_queue.join_dequeues(timeout=0.2)
+    learner_queue.close()
+    assert learner_queue.join_dequeues(timeout=30)
+
+
+@pytest.mark.timeout(60)
 def test_close_unblocks_blocked_enqueue(learner):
     cluster, server = learner
     learner_queue = transport.TrajectoryQueue(server, SMALL_SPECS, capacity=1)

@@ -158,6 +158,8 @@ def bench_end_to_end(
         except Exception:  # noqa: BLE001 - best effort; actors are stopped below anyway.
             pass
         process.stop_children(children)
+        prefetcher.join(timeout=runtime.SHUTDOWN_JOIN_SECONDS)
+        trajectory_queue.join_dequeues(timeout=runtime.SHUTDOWN_JOIN_SECONDS)
         trajectory_queue.close_session()
     fps = updates * frames_per_update / window
     time.sleep(1.0)  # The stopped actors' CPU use settles.

@@ -1,0 +1,78 @@
+"""Tests of `impala_tf.runtime.Prefetcher`, the learner's prefetch thread (one batch ahead of the
+update, paper section 3: the learner dequeues batches of trajectories while it trains).
+
+It hands over each batch with its tensors (or the batch alone when experience replay converts the
+mixed batch), hands over a closed queue's error, and ends when stopped, even with a batch nobody
+takes: a thread left inside TensorFlow when the interpreter exits aborts the learner's process.
+"""
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from impala_tf import runtime, structures, transport
+
+SPECS = {"reward": structures.ArraySpec((3,), np.float32)}
+
+
+class _FakeQueue:
+    """Stands in for `transport.TrajectoryQueue`: hands out `batches`, then `error` or timeouts."""
+
+    def __init__(self, batches, error=None):
+        self.batches = list(batches)
+        self.error = error
+        self.calls = 0
+
+    def dequeue_many(self, n, timeout):
+        self.calls += 1
+        if self.batches:
+            return self.batches.pop(0)
+        if self.error is not None:
+            raise self.error
+        time.sleep(min(timeout, 0.05))
+        raise transport.QueueTimeoutError("empty")
+
+
+def _batch(value):
+    return {"reward": np.full((2, 3), value, np.float32)}
+
+
+@pytest.mark.parametrize("convert", [True, False])
+def test_hands_over_the_batch_with_or_without_its_tensors(convert):
+    # With replay the learner trains on the mixed batch (`mix_in_replay` converts it): the
+    # prefetch thread then hands over the numpy batch only, converting nothing twice.
+    batch = _batch(1.0)
+    prefetcher = runtime.Prefetcher(_FakeQueue([batch]), 2, convert=convert)
+    try:
+        got, tensors, _ = prefetcher.get(timeout=30)
+    finally:
+        prefetcher.stop()
+    assert got is batch
+    if convert:
+        np.testing.assert_array_equal(tensors["reward"], batch["reward"])
+    else:
+        assert tensors is None
+    assert prefetcher.join(timeout=30)
+
+
+def test_hands_over_the_closed_queues_error():
+    prefetcher = runtime.Prefetcher(_FakeQueue([], transport.QueueClosedError("closed")), 2)
+    with pytest.raises(transport.QueueClosedError):
+        prefetcher.get(timeout=30)
+    assert prefetcher.join(timeout=30)
+
+
+def test_ends_when_stopped_with_batches_nobody_takes():
+    # The hand-over is one deep: with one batch waiting and a second (or the closed queue's
+    # error) in hand, the thread must still end once stopped.
+    for error in (None, transport.QueueClosedError("closed")):
+        queue = _FakeQueue([_batch(1.0), _batch(2.0)], error)
+        prefetcher = runtime.Prefetcher(queue, 2)
+        deadline = time.monotonic() + 30
+        while queue.batches and time.monotonic() < deadline:
+            time.sleep(0.01)
+        prefetcher.stop()
+        assert prefetcher.join(timeout=30), error
+        assert "prefetch" not in [t.name for t in threading.enumerate()]
