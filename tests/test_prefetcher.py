@@ -64,15 +64,16 @@ def test_hands_over_the_closed_queues_error():
     assert prefetcher.join(timeout=30)
 
 
-def test_ends_when_stopped_with_batches_nobody_takes():
-    # The hand-over is one deep: with one batch waiting and a second (or the closed queue's
-    # error) in hand, the thread must still end once stopped.
-    for error in (None, transport.QueueClosedError("closed")):
-        queue = _FakeQueue([_batch(1.0), _batch(2.0)], error)
-        prefetcher = runtime.Prefetcher(queue, 2)
-        deadline = time.monotonic() + 30
-        while queue.batches and time.monotonic() < deadline:
-            time.sleep(0.01)
-        prefetcher.stop()
-        assert prefetcher.join(timeout=30), error
-        assert "prefetch" not in [t.name for t in threading.enumerate()]
+@pytest.mark.parametrize("error", [None, transport.QueueClosedError("closed")])
+def test_ends_when_stopped_with_a_batch_nobody_takes(error):
+    # The hand-over is one deep: with one batch waiting there and the next batch (or the closed
+    # queue's error) in hand, the thread must still end once stopped.
+    queue = _FakeQueue([_batch(1.0)] + ([_batch(2.0)] if error is None else []), error)
+    prefetcher = runtime.Prefetcher(queue, 2)
+    deadline = time.monotonic() + 30
+    while queue.calls < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.2)  # The thread reaches its hand-over.
+    prefetcher.stop()
+    assert prefetcher.join(timeout=30)
+    assert "prefetch" not in [t.name for t in threading.enumerate()]
