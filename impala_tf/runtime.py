@@ -205,7 +205,8 @@ def mix_in_replay(
 ) -> structures.Trajectory:
     """Experience replay (section 5.2.2): the fresh batch followed by trajectories sampled from
     the learner's buffer (which the fresh ones join first), as tensors; `tensors` unchanged
-    without replay (with replay, `tensors` is ignored: the prefetcher leaves it None). The buffer keeps trajectories as dequeued (frames sent once stay encoded)."""
+    without replay (with replay, `tensors` is ignored: the prefetcher leaves it None). The
+    buffer keeps trajectories as dequeued (frames sent once stay encoded)."""
     if replay is None:
         return tensors
     return training_tensors(replay.mix(batch), stack_depth)
@@ -494,13 +495,14 @@ def run_learner(
             trajectory_queue.close()  # Actors stop; a pending dequeue returns.
         except Exception:  # Best effort: actors also notice the learner going away.
             pass
-        # No thread may be inside TensorFlow when the interpreter exits (it would abort the
-        # process): the prefetch thread and its dequeue end within seconds of the close.
-        prefetcher.join(timeout=SHUTDOWN_JOIN_SECONDS)
-        trajectory_queue.join_dequeues(timeout=SHUTDOWN_JOIN_SECONDS)
         books.close(save=healthy or skips.streak == 0)
         if member is not None:
             member.close()
+        # No thread may be inside TensorFlow when the interpreter exits (it would abort the
+        # process): the prefetch thread and its dequeue end within seconds of the close. Joined
+        # after the checkpoint, so that a slow one delays the exit but loses nothing.
+        prefetcher.join(timeout=SHUTDOWN_JOIN_SECONDS)
+        trajectory_queue.join_dequeues(timeout=SHUTDOWN_JOIN_SECONDS)
     checksum = sum(float(np.sum(np.abs(v.numpy()), dtype=np.float64)) for v in agent.variables)
     print(f"{prefix} weights checksum: {checksum:.10e}", flush=True)
     stats = {

@@ -31,6 +31,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Sequence
+from typing import Any
 
 PROGRESS = re.compile(r"\[learner 0\] frames ([\d,]+)/")
 
@@ -53,10 +54,8 @@ def steady_rate(points: Sequence[tuple[float, int]], warmup: float) -> tuple[flo
     return (f1 - f0) / (t1 - t0), t1 - t0
 
 
-def run_once(
-    checkout: str, flags: Sequence[str], seconds: float, warmup: float
-) -> dict[str, float]:
-    """One training run of `checkout` for `seconds`; its steady frames/s and its window."""
+def run_once(checkout: str, flags: Sequence[str], seconds: float, warmup: float) -> dict[str, Any]:
+    """One training run of `checkout` for `seconds`; its steady frames/s, window and logdir."""
     logdir = tempfile.mkdtemp(prefix="impala_checkouts_")
     env = dict(os.environ, PYTHONPATH=os.path.abspath(checkout))
     command = [sys.executable, "-u", "-m", "impala_tf.experiment", *flags, f"--logdir={logdir}"]
@@ -115,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     named = [c.split("=", 1) for c in args.checkouts]
     if len(named) < 2 or any(len(n) != 2 or not os.path.isdir(n[1]) for n in named):
         parser.error("give two or more NAME=DIRECTORY checkouts")
-    results: dict[str, list[dict[str, float]]] = {name: [] for name, _ in named}
+    results: dict[str, list[dict[str, Any]]] = {name: [] for name, _ in named}
     for index in range(args.rounds):
         for name, directory in named if index % 2 == 0 else named[::-1]:
             run = run_once(directory, flags, args.seconds, args.warmup)
