@@ -10,6 +10,7 @@ time) or prints their command lines for a cluster scheduler, and collects each r
 (the mean return of its last K episodes in `episodes.csv`).
 
     python -m impala_tf.sweep run RUNS_DIR --study=small --parallel=2   # one machine, ~1 hour
+    python -m impala_tf.sweep run RUNS_DIR --study=small --seeds=2      # each run twice
     python -m impala_tf.sweep print RUNS_DIR --study=paper              # 960 command lines
     python -m impala_tf.sweep collect RUNS_DIR                          # final returns (CSV)
     python -m impala_tf.sweep sets                                      # the 24 sets
@@ -48,6 +49,8 @@ LEARNING_RATE_RANGE = (rules.SAMPLING["learning_rate"].low, rules.SAMPLING["lear
 RMSPROP_EPSILONS = rules.SAMPLING["epsilon"].values  # Categorical.
 NUM_SETS = paper_table2.NUM_SETS  # 24.
 DEFAULT_SEED = 1
+# Repeat r >= 1 of set i runs with `--seed=i + 1 + SEED_STRIDE * r` (repeat 0: `--seed=i + 1`).
+SEED_STRIDE = 1000
 LAST_EPISODES = 100  # K: a run's final return is the mean return of its last K episodes.
 
 METHODS = configs.OFF_POLICY_CORRECTIONS
@@ -192,9 +195,10 @@ class Run:
       replay_capacity: `--replay_capacity` (0 without replay).
       replay_proportion: `--replay_proportion` (0 without replay).
       hyperparameters: the set.
-      seed: `--seed` (the same for every method and task of a set).
+      seed: `--seed` (the same for every method and task of a set and repeat).
       logdir: the run's directory.
       flags: every experiment flag of the run.
+      repeat: which of the set's seeds (0 for the first).
     """
 
     study: str
@@ -207,11 +211,14 @@ class Run:
     seed: int
     logdir: str
     flags: tuple[str, ...]
+    repeat: int = 0
 
     @property
     def label(self) -> str:
         replay = "replay" if self.replay else "no replay"
-        return f"{self.task} {self.method} {replay} set {self.hyperparameters.index}"
+        return (
+            f"{self.task} {self.method} {replay} set {self.hyperparameters.index} seed {self.seed}"
+        )
 
     def command(self, python: str = sys.executable) -> list[str]:
         """`python -m impala_tf.experiment <flags>`."""
@@ -229,6 +236,7 @@ class Run:
             "set_index": self.hyperparameters.index,
             "hyperparameters": self.hyperparameters.values(),
             "seed": self.seed,
+            "repeat": self.repeat,
             "logdir": self.logdir,
             "command": self.command("python"),
             "status": status,
@@ -240,6 +248,29 @@ def _slug(task: str) -> str:
     return task.replace("/", "_")
 
 
+def run_seed(set_index: int, repeat: int) -> int:
+    """`--seed` of repeat `repeat` of set `set_index` (repeat 0: `set_index + 1`)."""
+    return set_index + 1 + SEED_STRIDE * repeat
+
+
+def source_commit(root: str = REPO_ROOT) -> dict[str, Any]:
+    """The source the runs execute: `{"commit": HEAD or None, "dirty": tracked changes under
+    impala_tf/ (None where git cannot tell)}`."""
+
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(
+                ["git", "-C", root, *args], capture_output=True, text=True, timeout=30
+            )
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    status = git("status", "--porcelain", "--untracked-files=no", "--", "impala_tf")
+    return {"commit": commit, "dirty": None if status is None else bool(status)}
+
+
 def plan(
     study: Study,
     runs_dir: str,
@@ -248,13 +279,16 @@ def plan(
     methods: Sequence[str] | None = None,
     replay: Sequence[bool] | None = None,
     extra_flags: Sequence[str] = (),
+    seeds: int = 1,
 ) -> list[Run]:
-    """Every run of a study, set by set (so a partial study has the same sets in every cell).
+    """Every run of a study: repeat by repeat, and within a repeat set by set (so a partial study
+    has whole repeats, and the same sets in every cell).
 
-    Run directories are `RUNS_DIR/<task>/<method>/<replay|no_replay>/set_<i>`.
+    Run directories are `RUNS_DIR/<task>/<method>/<replay|no_replay>/set_<i>` for a set's first
+    seed and `.../set_<i>_seed_<s>` for the others (`run_seed`).
 
     Raises:
-      ValueError: an unknown method.
+      ValueError: an unknown method, or `seeds` < 1.
     """
     runs_dir = os.path.abspath(runs_dir)
     tasks = tuple(tasks or study.tasks)
@@ -263,8 +297,12 @@ def plan(
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise ValueError(f"unknown method(s) {unknown}; expected some of {list(METHODS)}")
+    if seeds < 1:
+        raise ValueError(f"seeds must be >= 1, got {seeds}")
     runs = []
-    for hyperparameters in sets:
+    for repeat, hyperparameters in ((r, h) for r in range(seeds) for h in sets):
+        seed = run_seed(hyperparameters.index, repeat)
+        name = f"set_{hyperparameters.index:02d}" + (f"_seed_{seed}" if repeat else "")
         for task in tasks:
             for with_replay in replay:
                 for method in methods:
@@ -275,9 +313,8 @@ def plan(
                         _slug(task),
                         method,
                         "replay" if with_replay else "no_replay",
-                        f"set_{hyperparameters.index:02d}",
+                        name,
                     )
-                    seed = hyperparameters.index + 1
                     flags = (
                         *study.flags,
                         f"--level_name={task}",
@@ -301,6 +338,7 @@ def plan(
                             seed,
                             logdir,
                             flags,
+                            repeat,
                         )
                     )
     return runs
@@ -489,13 +527,14 @@ def execute(
         print(f"{counts['skipped']} run(s) already finished; {total} to go", file=out, flush=True)
     active: list[_Active] = []
     durations: list[float] = []
+    source = source_commit() if argv_prefix is None else {"commit": None, "dirty": None}
 
     def start(run: Run) -> None:
         os.makedirs(run.logdir, exist_ok=True)
         command = [*argv_prefix, *run.flags] if argv_prefix else run.command(python)
         console = open(rundir.RunDir(run.logdir).console, "ab")
         now = time.time()
-        write_manifest(run, STATUS_RUNNING, started=now)
+        write_manifest(run, STATUS_RUNNING, started=now, source=source)
         process = subprocess.Popen(
             command,
             stdout=console,
@@ -509,7 +548,15 @@ def execute(
     def finish(item: _Active, status: str, exit_code: int | None) -> None:
         wall = time.time() - item.start
         item.console.close()
-        write_manifest(item.run, status, started=item.start, wall_seconds=wall, exit_code=exit_code)
+        write_manifest(
+            item.run,
+            status,
+            started=item.start,
+            wall_seconds=wall,
+            exit_code=exit_code,
+            source=source,
+            config=_read_config(item.run.logdir),
+        )
         counts[status] = counts.get(status, 0) + 1
         durations.append(wall)
         done = sum(v for k, v in counts.items() if k != "skipped")
@@ -539,9 +586,18 @@ def execute(
         for item in active:
             _stop(item.process)
             item.console.close()
-            write_manifest(item.run, STATUS_INTERRUPTED, started=item.start)
+            write_manifest(item.run, STATUS_INTERRUPTED, started=item.start, source=source)
         raise
     return counts
+
+
+def _read_config(logdir: str) -> dict[str, Any] | None:
+    """The run's resolved `config.json`, or None where it wrote none."""
+    try:
+        with open(rundir.RunDir(logdir).config) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
 
 
 def _duration(seconds: float) -> str:
@@ -579,6 +635,13 @@ def _parser() -> argparse.ArgumentParser:
         )
         p.add_argument("--sets", type=int, default=None, help="hyperparameter sets per cell")
         p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of the sets")
+        p.add_argument(
+            "--seeds",
+            type=int,
+            default=1,
+            help=f"runs per (cell, set), each with its own --seed (set i, repeat r: "
+            f"i + 1 + {SEED_STRIDE} r)",
+        )
         p.add_argument("--tasks", default=None, help="comma-separated levels (default: study's)")
         p.add_argument("--methods", default=None, help=f"comma-separated, from {list(METHODS)}")
         p.add_argument("--replay", default=None, help="comma-separated from off,on (default: both)")
@@ -618,7 +681,7 @@ def _planned(args: argparse.Namespace, extra: Sequence[str]) -> tuple[Study, lis
         replay = [choices[r] for r in names]
     tasks = [t.strip() for t in args.tasks.split(",")] if args.tasks else None
     methods = [m.strip() for m in args.methods.split(",")] if args.methods else None
-    runs = plan(study, args.runs_dir, sets, tasks, methods, replay, extra)
+    runs = plan(study, args.runs_dir, sets, tasks, methods, replay, extra, seeds=args.seeds)
     return study, runs
 
 

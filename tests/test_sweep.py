@@ -93,6 +93,39 @@ def test_the_small_study_is_the_paper_protocol_on_one_machine(tmp_path):
     assert command[:3] == ["python", "-m", "impala_tf.experiment"]
 
 
+def test_seeds_repeat_every_run_with_its_own_seed_repeat_by_repeat(tmp_path):
+    small = sweep.STUDIES["small"]
+    sets = sweep.sample_hyperparameters(small.num_sets)
+    one = sweep.plan(small, str(tmp_path), sets)
+    two = sweep.plan(small, str(tmp_path), sets, seeds=2)
+    assert len(two) == 2 * len(one)
+    assert two[: len(one)] == one  # Repeat 0 is the one-seed study (same directories and seeds).
+    assert {r.repeat for r in two[len(one) :]} == {1}  # Whole repeats first.
+    assert len({r.logdir for r in two}) == len(two)
+    pairs: dict[tuple, set] = {}
+    for r in two:
+        assert f"--seed={r.seed}" in r.flags and f"--logdir={r.logdir}" in r.flags
+        assert r.manifest("planned")["seed"] == r.seed
+        key = (r.task, r.method, r.replay, r.hyperparameters.index)
+        pairs.setdefault(key, set()).add(r.seed)
+    assert all(len(seeds) == 2 for seeds in pairs.values())  # Two seeds per (cell, set).
+    # Every correction of a (set, repeat) shares its seed: the comparison is paired.
+    for repeat in (0, 1):
+        for index in range(small.num_sets):
+            seeds = {r.seed for r in two if r.repeat == repeat and r.hyperparameters.index == index}
+            assert len(seeds) == 1
+    with pytest.raises(ValueError, match="seeds"):
+        sweep.plan(small, str(tmp_path), sets, seeds=0)
+
+
+def test_source_commit_names_head_of_a_checkout(tmp_path):
+    source = sweep.source_commit(REPO)
+    if source["commit"] is None:
+        pytest.skip("not a git checkout")
+    assert len(source["commit"]) == 40 and source["dirty"] in (True, False)
+    assert sweep.source_commit(str(tmp_path)) == {"commit": None, "dirty": None}
+
+
 def test_a_directory_keeps_its_study_and_sets(tmp_path):
     small = sweep.STUDIES["small"]
     first = sweep.prepare(str(tmp_path), small, 3, seed=5)
@@ -121,6 +154,8 @@ FAKE_EXPERIMENT = textwrap.dedent(
         time.sleep(600)
     value = float(flags["learning_rate"]) * 1000 + (1.0 if flags["off_policy_correction"] == "vtrace" else 0.0)
     os.makedirs(flags["logdir"], exist_ok=True)
+    with open(os.path.join(flags["logdir"], "config.json"), "w") as f:
+        f.write('{"seed": %d}' % int(flags["seed"]))
     with open(os.path.join(flags["logdir"], "episodes.csv"), "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["environment_frames", "level_name", "episode_return", "episode_frames",
@@ -160,6 +195,9 @@ def test_execute_runs_in_parallel_records_manifests_and_skips_finished(tmp_path)
             manifest["method"] == run.method and manifest["set_index"] == run.hyperparameters.index
         )
         assert manifest["hyperparameters"]["learning_rate"] == run.hyperparameters.learning_rate
+        assert manifest["seed"] == run.seed and manifest["repeat"] == 0
+        assert manifest["config"] == {"seed": run.seed}  # The run's config.json.
+        assert set(manifest["source"]) == {"commit", "dirty"}
         assert "fake run done" in open(rundir.RunDir(run.logdir).console).read()
     assert "[4/4]" in out.getvalue()
     # Again: everything finished is skipped.
