@@ -1,19 +1,16 @@
-"""DMLab-30: the 30 tasks, their reference scores, the paper's DMLab-30 tables and their report.
+"""DMLab-30: the 30 tasks, their reference scores, the release's score and the paper's tables.
 
 - `dmlab30.levels`: the official release's `dmlab30.py` data (google-deepmind/scalable_agent):
   `LEVEL_MAPPING`, `TRAINING_LEVELS`, `TEST_LEVELS`, `ALL_LEVELS`, `HUMAN_SCORES`, `RANDOM_SCORES`.
+- `dmlab30.scoring`: the release's `compute_human_normalized_score(level_returns, per_level_cap)`,
+  re-exported here, so `import dmlab30; dmlab30.compute_human_normalized_score(r, 100)` works as
+  with the release.
 - `dmlab30.paper_results`: the paper's Table 3 and Table B.1 as printed.
-- `dmlab30.report`: `python -m dmlab30.report RESULTS.json`, Table 3 and Table B.1 next to ours.
 
-The scores are computed in `impala_tf.scores`, among them the release's
-`compute_human_normalized_score(level_returns, per_level_cap)` under the same name and arguments
-(`from impala_tf.scores import compute_human_normalized_score`). It is not re-exported here:
-`impala_tf.scores` reads this package's data, and a package re-exporting from a module that imports
-it is an import cycle (importing `impala_tf.scores` first would fail).
+The report that sets Table 3 and Table B.1 beside ours is `python -m impala_tf.reports.dmlab30`.
 
-This package and its data modules are pure Python (no numpy, no TensorFlow) and import nothing of
-`impala_tf`, so actors, learners and report scripts can all import them; only the report script
-`dmlab30.report` imports `impala_tf` (`tests/test_imports.py` pins this).
+A pure data leaf: standard library only (no numpy, no TensorFlow), nothing of `impala_tf`, so actors,
+learners and scripts can all import it (`tests/test_imports.py` pins this).
 """
 
 from dmlab30.levels import (
@@ -27,6 +24,7 @@ from dmlab30.levels import (
     dmlab_level_path,
     to_test_level,
 )
+from dmlab30.scoring import compute_human_normalized_score, level_score
 
 __all__ = [
     "ALL_LEVELS",
@@ -36,6 +34,8 @@ __all__ = [
     "RANDOM_SCORES",
     "TEST_LEVELS",
     "TRAINING_LEVELS",
+    "compute_human_normalized_score",
     "dmlab_level_path",
+    "level_score",
     "to_test_level",
 ]

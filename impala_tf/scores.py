@@ -11,8 +11,9 @@ curves and every report compute their scores here.
 - Suites: `compute_human_normalized_score`, `atari57_median_score`, `atari57_mean_score`,
   `summarize`; `table_b1_mean_capped_score` recomputes the paper's Table B.1 mean.
 
-Data stays with the data modules (`dmlab30.levels`, `dmlab30.paper_results`, `impala_tf.atari57`);
-this module imports only those and the standard library. See docs/scoring.md for the definitions,
+Data stays with the data modules (`dmlab30.levels`, `dmlab30.paper_results`, `impala_tf.atari57`),
+and the release's DMLab-30 score with them (`dmlab30.scoring`); this module imports only those and
+the standard library. See docs/scoring.md for the definitions,
 the video_pinball convention and the two deliberate differences from the release's scorer.
 """
 
@@ -26,6 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from dmlab30 import levels, paper_results
+from dmlab30 import scoring as dmlab30_scoring
 from impala_tf import atari57
 
 _log = logging.getLogger(__name__)
@@ -232,6 +234,8 @@ def dmlab30_normalized_score(
 ) -> float:
     """Human-normalised score of one DMLab-30 level with the release's references (`dmlab30.py`).
 
+    `dmlab30.level_score`, the release's per-level score.
+
     Args:
       level: a DMLab-30 test or training name (scored as its test name).
       mean_return: the level's mean episode return.
@@ -243,11 +247,7 @@ def dmlab30_normalized_score(
     Raises:
       ValueError: not a DMLab-30 level.
     """
-    test_level = levels.to_test_level(level)
-    if test_level not in levels.HUMAN_SCORES:
-        raise ValueError(f"{level!r} is not a DMLab-30 level")
-    human, random = levels.HUMAN_SCORES[test_level], levels.RANDOM_SCORES[test_level]
-    return normalized_score(mean_return, human, random, per_level_cap)
+    return dmlab30_scoring.level_score(level, mean_return, per_level_cap)
 
 
 def atari57_normalized_score(
@@ -361,14 +361,15 @@ def compute_human_normalized_score(
     """Mean human-normalised score over the 30 DMLab-30 levels, in percent.
 
     The release's `dmlab30.compute_human_normalized_score` (google-deepmind/scalable_agent
-    `dmlab30.py`): training names count for their test names, per level the mean return is
-    normalised with `dmlab30_normalized_score` and capped at `per_level_cap`, and the 30 scores are
-    averaged. `per_level_cap=DMLAB30_CAP` (100) gives the paper's mean capped normalised score
-    (appendix B; Table 3, Table B.1), None the uncapped score.
+    `dmlab30.py`), which lives in `dmlab30.scoring`, with `per_level_cap` defaulting to None:
+    training names count for their test names, per level the mean return is normalised with
+    `dmlab30_normalized_score` and capped at `per_level_cap`, and the 30 scores are averaged.
+    `per_level_cap=DMLAB30_CAP` (100) gives the paper's mean capped normalised score (appendix B;
+    Table 3, Table B.1), None the uncapped score.
 
     Args:
       level_returns: level -> episode returns, e.g. `{"rooms_watermaze": [31.0, 28.0], ...}`;
-        other levels are ignored with a logged warning, as the release skipped them.
+        other levels are ignored with a logged warning.
       per_level_cap: upper bound of each level's score before averaging, or None.
 
     Returns:
@@ -377,10 +378,7 @@ def compute_human_normalized_score(
     Raises:
       ValueError: a level missing or without returns (naming them all), or given twice.
     """
-    split = split_returns(level_returns, DMLAB30)
-    for name in split.ignored:
-        _log.warning("Ignoring level %r: not a DMLab-30 level.", name)
-    return statistics.fmean(_all_levels(split, per_level_cap))
+    return dmlab30_scoring.compute_human_normalized_score(level_returns, per_level_cap)
 
 
 def _atari57_split(game_returns: Mapping[str, EpisodeReturns]) -> SuiteReturns:
@@ -456,8 +454,10 @@ def summarize(level_returns: Mapping[str, Sequence[float]]) -> dict[str, Any]:
     dmlab = split_returns(level_returns, DMLAB30)
     if not dmlab.missing:
         summary[DMLAB30] = {
-            "mean_capped_human_normalized_score": statistics.fmean(_all_levels(dmlab, DMLAB30_CAP)),
-            "mean_uncapped_human_normalized_score": statistics.fmean(_all_levels(dmlab)),
+            "mean_capped_human_normalized_score": compute_human_normalized_score(
+                dmlab.returns, DMLAB30_CAP
+            ),
+            "mean_uncapped_human_normalized_score": compute_human_normalized_score(dmlab.returns),
             "per_level_cap": DMLAB30_CAP,
         }
     atari = split_returns(level_returns, ATARI57)

@@ -1,10 +1,17 @@
-"""Tests of the `dmlab30` data: level lists, reference scores and the paper's tables. Literal tables
-below are written from the official release's `dmlab30.py` and the paper's Tables 3 and B.1, not read
-from the code; the scores computed from them are tested in tests/test_scores.py. Runtime: well under
-a second."""
+"""Tests of the `dmlab30` package: level lists, reference scores, the release's
+`compute_human_normalized_score` and the paper's tables. Literal tables below are written from the
+official release's `dmlab30.py` and the paper's Tables 3 and B.1, not read from the code; the suite
+summaries built on them are tested in tests/test_scores.py. Runtime: about a second (one
+interpreter started to check what `import dmlab30` loads)."""
 
 from __future__ import annotations
 
+import logging
+import os
+import subprocess
+import sys
+
+import numpy as np
 import pytest
 
 import dmlab30
@@ -67,6 +74,82 @@ def test_reference_scores_match_the_release():
     for t in TEST:
         assert dmlab30.HUMAN_SCORES[t] == HUMAN[t], t
         assert dmlab30.RANDOM_SCORES[t] == RANDOM[t], t
+
+
+def _release_score(level_returns, per_level_cap):
+    """The release's `compute_human_normalized_score`, restated with numpy from its formula and the
+    literal table above: training names count for test names; per level
+    `(mean - random) / (human - random) * 100`, capped from above; the mean over the levels."""
+    mapping = dict(zip(TRAIN, TEST, strict=True))
+    per_level = []
+    for name, returns in level_returns.items():
+        level = mapping.get(name, name)
+        value = (np.mean(returns) - RANDOM[level]) / (HUMAN[level] - RANDOM[level]) * 100
+        per_level.append(value if per_level_cap is None else min(value, per_level_cap))
+    return np.mean(per_level)
+
+
+def test_compute_human_normalized_score_gives_the_releases_result():
+    rng = np.random.RandomState(7)
+    # The release's users key by training name (the names their runs train on).
+    by_train = {
+        name: list(rng.uniform(RANDOM[t] - 5, 2 * HUMAN[t], size=rng.randint(1, 6)))
+        for name, t in zip(TRAIN, TEST, strict=True)
+    }
+    for cap in (100, 100.0, None):
+        expected = _release_score(by_train, cap)
+        assert dmlab30.compute_human_normalized_score(by_train, per_level_cap=cap) == (
+            pytest.approx(expected, rel=1e-12)
+        )
+    # Some levels above human (cap binds), so capped and uncapped differ.
+    assert _release_score(by_train, 100) < _release_score(by_train, None)
+    by_test = {t: by_train[name] for name, t in zip(TRAIN, TEST, strict=True)}
+    assert dmlab30.compute_human_normalized_score(by_test, 100) == pytest.approx(
+        _release_score(by_train, 100), rel=1e-12
+    )
+    # At the references exactly: 0 % for random play, 100 % for human play.
+    assert dmlab30.compute_human_normalized_score({t: [RANDOM[t]] for t in TEST}, 100) == (
+        pytest.approx(0.0, abs=1e-9)
+    )
+    assert dmlab30.compute_human_normalized_score({t: [HUMAN[t]] for t in TEST}, None) == (
+        pytest.approx(100.0)
+    )
+    assert dmlab30.level_score("rooms_collect_good_objects_train", 10.0) == pytest.approx(100.0)
+
+
+def test_compute_human_normalized_score_bad_input(caplog):
+    returns = {t: [HUMAN[t]] for t in TEST}
+    with caplog.at_level(logging.WARNING):
+        extra = {**returns, "seekavoid_arena_01": [1e6]}
+        assert dmlab30.compute_human_normalized_score(extra, 100) == pytest.approx(100.0)
+    assert "seekavoid_arena_01" in caplog.text
+    missing = dict(returns)
+    del missing["rooms_watermaze"]
+    missing["psychlab_visual_search"] = []
+    with pytest.raises(ValueError, match="2 of the 30 .*rooms_watermaze, psychlab_visual_search"):
+        dmlab30.compute_human_normalized_score(missing, 100)
+    with pytest.raises(ValueError, match="given twice"):
+        dmlab30.compute_human_normalized_score(
+            {**returns, "rooms_collect_good_objects_train": [1.0]}, 100
+        )
+    with pytest.raises(ValueError, match="not a DMLab-30 level"):
+        dmlab30.level_score("seekavoid_arena_01", 1.0)
+
+
+@pytest.mark.timeout(60)
+def test_import_dmlab30_loads_nothing_of_impala_tf_nor_numpy():
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    code = (
+        "import sys, dmlab30\n"
+        "r = {t: [1.0] for t in dmlab30.TEST_LEVELS}\n"
+        "dmlab30.compute_human_normalized_score(r, per_level_cap=100)\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('impala_tf', 'numpy')))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=repo, capture_output=True, text=True, timeout=50
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
 
 
 # The paper's Table 3.

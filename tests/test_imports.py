@@ -17,10 +17,12 @@ fails, and so does a known cycle that no longer exists (drop it from the list).
 
 Layering these tests pin (no cycle is possible across them):
 
-    dmlab30.levels, dmlab30.paper_results, impala_tf.atari57   data, standard library only
-      <- impala_tf.scores                                       suite scoring (the one implementation)
+    dmlab30 (levels, scoring, paper_results), impala_tf.atari57   data, standard library only
+      <- impala_tf.scores                                        suite scoring
       <- impala_tf.evaluation, impala_tf.bookkeeping, impala_tf.reports.*   library and reports
-      <- dmlab30.report                                         the DMLab-30 report script
+
+`dmlab30` is a leaf: none of its files imports anything of `impala_tf`, not even under
+`if __name__ == "__main__":` (`test_dmlab30_is_a_leaf`).
 
 Runtime: a few seconds to parse; importing every module loads TensorFlow once.
 """
@@ -209,11 +211,11 @@ def test_graph_reads_the_imports_we_rely_on():
     graph = import_graph()
     assert "impala_tf.scores" in graph["impala_tf.evaluation"]
     assert "impala_tf.scores" in graph["impala_tf.bookkeeping"]  # A function-level import.
-    assert {"impala_tf.reports.common", "impala_tf.scores"} <= graph["dmlab30.report"]
+    assert {"impala_tf.reports.common", "impala_tf.scores"} <= graph["impala_tf.reports.dmlab30"]
     assert {"dmlab30", "dmlab30.levels", "impala_tf.atari57"} <= graph["impala_tf.scores"]
     assert "impala_tf" not in graph["impala_tf.scores"]  # Its own package is not an edge.
-    assert "impala_tf" in graph["dmlab30.report"]  # Another package's `__init__` is.
-    assert "dmlab30.levels" in graph["dmlab30"]
+    assert "dmlab30" in graph["impala_tf.reports.dmlab30"]  # Another package's `__init__` is.
+    assert {"dmlab30.levels", "dmlab30.scoring"} <= graph["dmlab30"]
     assert graph["dmlab30.levels"] == set()
     assert graph["impala_tf.atari57"] == set()
 
@@ -245,20 +247,36 @@ def test_layering_of_scores_data_and_reports():
                     todo.append(succ)
         return seen
 
+    data = {m for m in graph if m.split(".")[0] == "dmlab30"} | {"impala_tf.atari57"}
+    leaf = {m for m in graph if m.split(".")[0] == "dmlab30"}
     # Data modules import nothing of ours (beyond their own package).
-    for data in ("dmlab30", "dmlab30.levels", "dmlab30.paper_results", "impala_tf.atari57"):
-        assert reaches(data) <= {"dmlab30", "dmlab30.levels", "dmlab30.paper_results"}, data
+    for module in sorted(data):
+        assert reaches(module) <= leaf, module
     # The scoring module sits on the data only.
     assert reaches("impala_tf.scores") == {
         "dmlab30",
         "dmlab30.levels",
         "dmlab30.paper_results",
+        "dmlab30.scoring",
         "impala_tf.atari57",
     }
-    # No library module (nor a report of impala_tf) reaches the DMLab-30 report script.
-    for module in graph:
-        if module != "dmlab30.report":
-            assert "dmlab30.report" not in reaches(module), module
+
+
+def test_dmlab30_is_a_leaf():
+    """No file of `dmlab30` names `impala_tf` in any import, `__main__` blocks included."""
+    for module, path in MODULES.items():
+        if module.split(".")[0] != "dmlab30":
+            continue
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), filename=path)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""] if not node.level else []
+            else:
+                continue
+            assert not [n for n in names if n.split(".")[0] == "impala_tf"], (module, names)
 
 
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if not m.endswith(".__main__")))

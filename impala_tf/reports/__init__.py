@@ -3,7 +3,7 @@
 Scripts (each a `main` with argparse; Python + matplotlib, TensorFlow only where `curves` and
 `table2` read the episode log through `impala_tf.bookkeeping`):
 
-- `python -m dmlab30.report RESULTS.json [...]`: Table 3 and Table B.1 next to our evaluation.
+- `python -m impala_tf.reports.dmlab30 RESULTS.json [...]`: Table 3 and Table B.1 next to our evaluation.
 - `python -m impala_tf.reports.atari57 RESULTS.json [...]`: Table 4 and Table C.1.
 - `python -m impala_tf.reports.curves LOGDIR`: learning curves from `<logdir>/episodes.csv`, with the
   DMLab-30 / Atari-57 training scores the release's learner logged.
@@ -19,6 +19,6 @@ Shared pieces (results-file loading and validation, Markdown / CSV rendering) ar
 `impala_tf.reports.common`; every score is computed by `impala_tf.scores`.
 
 Import direction: the reports import `impala_tf.scores` and the data modules (`dmlab30.levels`,
-`dmlab30.paper_results`, `impala_tf.atari57`); the DMLab-30 report script `dmlab30.report` imports
-`impala_tf.reports.common`; nothing here imports `dmlab30.report`.
+`dmlab30.paper_results`, `impala_tf.atari57`); `dmlab30` imports nothing of `impala_tf`
+(`python -m dmlab30.report` only names this package's `dmlab30` report).
 """

@@ -1,6 +1,6 @@
 """Shared report machinery: evaluation-results files, tables, Markdown and CSV rendering.
 
-Used by the paper-table scripts (`dmlab30.report` for the paper's Tables 3 and B.1,
+Used by the paper-table scripts (`impala_tf.reports.dmlab30` for the paper's Tables 3 and B.1,
 `impala_tf.reports.atari57` for Tables 4 and C.1, `impala_tf.reports.throughput` for Table 1). It
 computes no scores (those are `impala_tf.scores`') and imports nothing of this repository, so any
 report script may import it.
