@@ -224,22 +224,31 @@ class LearnerConfig:
     )
     popart_beta: float = setting(
         3e-4,
-        "PopArt: step size of the statistics' moving averages (PopArt paper, appendix: "
-        "statistics learning rate 3e-4).",
+        "PopArt: step size of the statistics' moving averages (PopArt paper, implementation "
+        "notes: 3e-4; docs/popart.md).",
         lower=0.0,
         upper=1.0,
     )
     popart_sigma_min: float = setting(
         1e-4,
-        "PopArt: lower bound of each task's sigma (PopArt paper, appendix: 1e-4).",
+        "PopArt: lower bound of each task's sigma (PopArt paper, implementation notes: 1e-4).",
         lower=1e-12,
         upper=1e12,
     )
     popart_sigma_max: float = setting(
         1e6,
-        "PopArt: upper bound of each task's sigma (PopArt paper, appendix: 1e6).",
+        "PopArt: upper bound of each task's sigma (PopArt paper, implementation notes: 1e6).",
         lower=1e-12,
         upper=1e12,
+    )
+    popart_statistics: str = setting(
+        "rollout",
+        "PopArt: how a batch moves the statistics. rollout: each rollout's V-trace targets are "
+        "averaged and each rollout takes one step towards that mean and its square (the PopArt "
+        "paper's implementation notes as reported); rollout_mean_square: the same, nu towards "
+        "the rollout's mean squared target; batch: one step per batch towards the mean of the "
+        "task's targets and of their squares (docs/popart.md).",
+        choices=("rollout", "rollout_mean_square", "batch"),
     )
 
 
@@ -252,7 +261,11 @@ class RuntimeConfig:
         1, "Environments per actor process (batched inference).", lower=1, upper=4096
     )
     num_learners: int = setting(1, "Synchronous learner processes.", lower=1, upper=4096)
-    logdir: str = setting("/tmp/agent", "Directory for checkpoints, summaries and logs.")
+    logdir: str = setting(
+        "",
+        "Directory for checkpoints, summaries and logs (default: a new runs/<level>-<UTC time> for "
+        "each training run; --mode=test: the newest run there).",
+    )
     seed: int = setting(1, "Random seed.", lower=0, upper=2**31 - 1)
     checkpoint_minutes: float = setting(
         10.0,

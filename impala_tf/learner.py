@@ -166,7 +166,7 @@ def popart_loss(
         pg_advantages=returns.pg_advantages / sigma,
     )
     total_loss, logs = _loss_terms(aligned, scaled, config, mean_vs=tf.reduce_mean(returns.vs))
-    moments = popart_lib.batch_moments(returns.vs, tasks, statistics.num_tasks)
+    moments = popart_lib.batch_moments(returns.vs, tasks, statistics.num_tasks, statistics.rule)
     logs.update(zip(MOMENT_KEYS, moments, strict=True))
     return total_loss, logs
 
@@ -356,6 +356,7 @@ class Learner(tf.Module):
                 beta=config.popart_beta,
                 sigma_min=config.popart_sigma_min,
                 sigma_max=config.popart_sigma_max,
+                rule=config.popart_statistics,
             )
             if config.popart
             else None

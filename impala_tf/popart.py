@@ -9,20 +9,23 @@ each task's value targets so that every task contributes alike to the updates. I
 For task i the value head outputs a *normalised* value n_i(x); the unnormalised value is
 `V_i(x) = sigma_i n_i(x) + mu_i` (the PopArt paper's section "PopArt normalisation"), where
 
-    mu_i <- (1 - beta) mu_i + beta E[v],      nu_i <- (1 - beta) nu_i + beta E[v^2],
+    mu_i <- (1 - beta) mu_i + beta G,      nu_i <- (1 - beta) nu_i + beta G^2,
     sigma_i = sqrt(nu_i - mu_i^2), clipped to [sigma_min, sigma_max],
 
-with v the task's V-trace targets. Whenever the statistics change, the value head's last linear
+with G a V-trace target of task i. Which G, and how many steps a batch takes, is
+`--popart_statistics` (`STATISTICS_RULES`): by default (`rollout`) each rollout's V-trace targets
+are averaged and every rollout takes one step with that average, as the PopArt paper's
+implementation notes are reported to do (docs/popart.md says what is and is not established).
+Whenever the statistics change, the value head's last linear
 layer is rescaled so that every unnormalised output is preserved ("Preserving Outputs Precisely"):
 
     w_i' = w_i sigma_i / sigma_i',      b_i' = (sigma_i b_i + mu_i - mu_i') / sigma_i'.
 
-Values chosen (defaults of `impala_tf.configs.LearnerConfig`): step size beta = 3e-4, sigma
-bounds [1e-4, 1e6], from the PopArt paper's hyperparameter table (its appendix: "statistics
-learning rate", "scale lower bound", "scale upper bound"); the statistics start at mu = 0,
-nu = 1 (sigma = 1: the normalised head starts as IMPALA's). How E[v] is taken over a batch, the
-order of the statistics step and the gradient step, and the precision are our choices, documented
-in docs/popart.md. This module holds pure functions and the `PopArt` module with the statistics;
+Values chosen (defaults of `impala_tf.configs.LearnerConfig`): step size beta = 3e-4 and sigma
+bounds [1e-4, 1e6], the PopArt paper's implementation notes as secondary sources report them; the
+statistics start at mu = 0, nu = 1 (sigma = 1: the normalised head starts as IMPALA's). The order
+of the statistics step and the gradient step and the precision are our choices, documented in
+docs/popart.md. This module holds pure functions and the `PopArt` module with the statistics;
 the learner (`impala_tf.learner`) uses them.
 """
 
@@ -37,14 +40,29 @@ SIGMA_MIN = 1e-4  # PopArt paper, appendix hyperparameters: scale lower bound.
 SIGMA_MAX = 1e6  # PopArt paper, appendix hyperparameters: scale upper bound.
 STATISTICS_DTYPE = tf.float64  # nu reaches (1000 / (1 - gamma))^2: keep nu - mu^2 exact enough.
 
+# `--popart_statistics`: what one batch does to a task's statistics.
+#   rollout: each rollout's targets are averaged (G = mean_t v_t); one step per rollout, towards G
+#     and G^2 (the PopArt paper's implementation notes as reported; the default).
+#   rollout_mean_square: one step per rollout towards G, and towards mean_t(v_t^2) for nu.
+#   batch: one step per batch towards the mean of the task's T x B targets and of their squares
+#     (this repository's rule before the PopArt paper's was adopted).
+ROLLOUT = "rollout"
+ROLLOUT_MEAN_SQUARE = "rollout_mean_square"
+BATCH = "batch"
+STATISTICS_RULES = (ROLLOUT, ROLLOUT_MEAN_SQUARE, BATCH)
+
 
 class Moments(NamedTuple):
-    """Per-task sums of one batch's V-trace targets (additive across learners).
+    """Per-task sums of one batch's statistics samples (additive across learners).
+
+    A sample is one rollout's mean target (rules `rollout`, `rollout_mean_square`) or one target
+    (`batch`).
 
     Attributes:
-      sums: float64 `[num_tasks]`, the sum of the targets of each task.
-      square_sums: float64 `[num_tasks]`, the sum of their squares.
-      counts: float64 `[num_tasks]`, how many targets each task had (0: none in the batch).
+      sums: float64 `[num_tasks]`, the sum of each task's samples G.
+      square_sums: float64 `[num_tasks]`, the sum of their second-moment samples (G^2, or the
+        rollout's mean squared target for `rollout_mean_square`).
+      counts: float64 `[num_tasks]`, how many samples each task had (0: none in the batch).
     """
 
     sums: tf.Tensor
@@ -58,12 +76,22 @@ def scale(mu: tf.Tensor, nu: tf.Tensor, sigma_min: float, sigma_max: float) -> t
     return tf.clip_by_value(tf.sqrt(variance), sigma_min, sigma_max)
 
 
-def batch_moments(targets: tf.Tensor, tasks: tf.Tensor, num_tasks: int) -> Moments:
-    """Per-task sums of `targets`, `[T, B]`, whose trajectory b belongs to task `tasks[b]`, `[B]`.
+def batch_moments(
+    targets: tf.Tensor, tasks: tf.Tensor, num_tasks: int, rule: str = ROLLOUT
+) -> Moments:
+    """Per-task sums of the statistics samples of `targets`, `[T, B]`, whose trajectory b belongs
+    to task `tasks[b]`, `[B]`, under `rule` (`STATISTICS_RULES`).
 
     Returns:
       `Moments` of float64 `[num_tasks]`.
+
+    Raises:
+      ValueError: an unknown rule.
     """
+    if rule not in STATISTICS_RULES:
+        raise ValueError(
+            f"unknown PopArt statistics rule {rule!r}; expected one of {STATISTICS_RULES}"
+        )
     one_hot = tf.one_hot(tasks, num_tasks, dtype=STATISTICS_DTYPE)  # [B, K]
     targets = tf.cast(tf.stop_gradient(targets), STATISTICS_DTYPE)
     steps = tf.cast(tf.shape(targets)[0], STATISTICS_DTYPE)
@@ -71,10 +99,21 @@ def batch_moments(targets: tf.Tensor, tasks: tf.Tensor, num_tasks: int) -> Momen
     def per_task(per_trajectory: tf.Tensor) -> tf.Tensor:  # [B] -> [K]
         return tf.linalg.matvec(one_hot, per_trajectory, transpose_a=True)
 
+    if rule == BATCH:
+        return Moments(
+            sums=per_task(tf.reduce_sum(targets, axis=0)),
+            square_sums=per_task(tf.reduce_sum(tf.square(targets), axis=0)),
+            counts=steps * tf.reduce_sum(one_hot, axis=0),
+        )
+    rollout_means = tf.reduce_mean(targets, axis=0)  # [B]
+    if rule == ROLLOUT:
+        second = tf.square(rollout_means)
+    else:
+        second = tf.reduce_mean(tf.square(targets), axis=0)
     return Moments(
-        sums=per_task(tf.reduce_sum(targets, axis=0)),
-        square_sums=per_task(tf.reduce_sum(tf.square(targets), axis=0)),
-        counts=steps * tf.reduce_sum(one_hot, axis=0),
+        sums=per_task(rollout_means),
+        square_sums=per_task(second),
+        counts=tf.reduce_sum(one_hot, axis=0),
     )
 
 
@@ -84,25 +123,35 @@ def add_moments(a: Moments, b: Moments) -> Moments:
 
 
 def update_statistics(
-    mu: tf.Tensor, nu: tf.Tensor, moments: Moments, beta: float
+    mu: tf.Tensor, nu: tf.Tensor, moments: Moments, beta: float, rule: str = ROLLOUT
 ) -> tuple[tf.Tensor, tf.Tensor]:
-    """One step of the exponential moving averages, per task, on one batch's mean targets.
+    """The exponential moving averages after one batch, per task.
 
-    `mu_i <- (1 - beta) mu_i + beta mean_i(v)`, `nu_i <- (1 - beta) nu_i + beta mean_i(v^2)` for
-    every task with targets in the batch; tasks without targets keep their statistics.
+    `batch`: one step, `mu_i <- (1 - beta) mu_i + beta mean(G)` (and nu with the second-moment
+    samples). `rollout` and `rollout_mean_square`: one step of size beta per rollout, i.e. for a
+    task with n rollouts in the batch `mu_i <- (1 - beta)^n mu_i + (1 - (1 - beta)^n) mean(G)`:
+    n steps towards the mean of its n rollout samples. (n steps taken one rollout after the other
+    would weight the rollouts by their order in the batch, which means nothing; the two agree
+    when the rollouts' samples are equal and differ by O((n beta)^2) otherwise.) Tasks without
+    samples keep their statistics.
 
     Args:
       mu, nu: float64 `[num_tasks]`, the first and second moments.
-      moments: the batch's `Moments`.
+      moments: the batch's `Moments` (made with the same rule).
       beta: the step size.
+      rule: one of `STATISTICS_RULES`.
 
     Returns:
       The new `(mu, nu)`, float64 `[num_tasks]`.
     """
     present = moments.counts > 0
     count = tf.maximum(moments.counts, 1.0)
-    new_mu = (1.0 - beta) * mu + beta * moments.sums / count
-    new_nu = (1.0 - beta) * nu + beta * moments.square_sums / count
+    if rule == BATCH:
+        keep = tf.fill(tf.shape(mu), tf.constant(1.0 - beta, STATISTICS_DTYPE))
+    else:
+        keep = tf.pow(tf.constant(1.0 - beta, STATISTICS_DTYPE), moments.counts)
+    new_mu = keep * mu + (1.0 - keep) * moments.sums / count
+    new_nu = keep * nu + (1.0 - keep) * moments.square_sums / count
     return tf.where(present, new_mu, mu), tf.where(present, new_nu, nu)
 
 
@@ -177,6 +226,7 @@ class PopArt(tf.Module):
       num_tasks: K, one statistic per task (level).
       beta: the statistics' step size.
       sigma_min, sigma_max: bounds of sigma.
+      rule: how a batch updates the statistics (`STATISTICS_RULES`).
     """
 
     def __init__(
@@ -185,11 +235,17 @@ class PopArt(tf.Module):
         beta: float = BETA,
         sigma_min: float = SIGMA_MIN,
         sigma_max: float = SIGMA_MAX,
+        rule: str = ROLLOUT,
         name: str = "popart",
     ):
         super().__init__(name=name)
         if num_tasks < 1:
             raise ValueError(f"num_tasks must be >= 1, got {num_tasks}")
+        if rule not in STATISTICS_RULES:
+            raise ValueError(
+                f"unknown PopArt statistics rule {rule!r}; expected {STATISTICS_RULES}"
+            )
+        self.rule = rule
         self.num_tasks = num_tasks
         self.beta = beta
         self.sigma_min = sigma_min
@@ -205,7 +261,7 @@ class PopArt(tf.Module):
         """One statistics step on a batch's moments, then the output-preserving rescale of the
         value head's last layer (`weights` `[D, num_tasks]`, `bias` `[num_tasks]`)."""
         old_mu, old_sigma = tf.identity(self.mu), self.sigma()
-        new_mu, new_nu = update_statistics(self.mu, self.nu, moments, self.beta)
+        new_mu, new_nu = update_statistics(self.mu, self.nu, moments, self.beta, self.rule)
         new_sigma = scale(new_mu, new_nu, self.sigma_min, self.sigma_max)
         new_weights, new_bias = preserve_outputs(
             weights, bias, old_mu, old_sigma, new_mu, new_sigma

@@ -16,18 +16,29 @@ from impala_tf.configs import LearnerConfig
 from impala_tf.envs import toy
 
 
-def _numpy_statistics(stream, num_tasks, beta, sigma_min, sigma_max):
-    """The paper's moving averages, written from its equations: per batch and task, one step
-    towards the mean target (and mean squared target) of that task."""
+def _numpy_statistics(stream, num_tasks, beta, sigma_min, sigma_max, rule="rollout"):
+    """The moving averages written from each rule's definition (docs/popart.md), in numpy.
+
+    rollout: every rollout (column) of a task is one sample G = mean_t v_t, with G^2 for nu; a
+    task with n rollouts in the batch takes n steps of size beta towards the mean of its samples.
+    rollout_mean_square: the same with mean_t v_t^2 for nu. batch: one step per batch towards the
+    mean of all the task's targets (and of their squares)."""
     mu = np.zeros(num_tasks)
     nu = np.ones(num_tasks)
     for targets, tasks in stream:
         for task in range(num_tasks):
-            mine = targets[:, tasks == task]
-            if mine.size == 0:
+            mine = targets[:, tasks == task]  # [T, n]
+            n = mine.shape[1]
+            if n == 0:
                 continue
-            mu[task] = (1 - beta) * mu[task] + beta * mine.mean()
-            nu[task] = (1 - beta) * nu[task] + beta * (mine**2).mean()
+            if rule == "batch":
+                keep, first, second = 1 - beta, mine.mean(), (mine**2).mean()
+            else:
+                g = mine.mean(axis=0)
+                squares = g**2 if rule == "rollout" else (mine**2).mean(axis=0)
+                keep, first, second = (1 - beta) ** n, g.mean(), squares.mean()
+            mu[task] = keep * mu[task] + (1 - keep) * first
+            nu[task] = keep * nu[task] + (1 - keep) * second
     sigma = np.clip(np.sqrt(np.maximum(nu - mu**2, 0)), sigma_min, sigma_max)
     return mu, nu, sigma
 
@@ -38,18 +49,37 @@ def test_paper_hyperparameters():
     assert popart.SIGMA_MAX == 1e6
 
 
-def test_moments_match_a_numpy_reference_over_a_stream():
-    rng = np.random.default_rng(0)
-    num_tasks, beta = 3, 0.05
+def test_the_default_rule_is_the_papers_per_rollout_one():
+    assert popart.STATISTICS_RULES[0] == "rollout" == LearnerConfig().popart_statistics
+    field = {f.name: f for f in dataclasses.fields(LearnerConfig)}["popart_statistics"]
+    assert tuple(field.metadata["choices"]) == popart.STATISTICS_RULES
+    assert popart.PopArt(2).rule == "rollout"
+    with pytest.raises(ValueError, match="statistics rule"):
+        popart.PopArt(2, rule="episode")
+
+
+def _stream(rng, steps=40, num_tasks=3):
     stream = []
-    for step in range(40):
+    for step in range(steps):
         tasks = rng.integers(0, 2 if step < 10 else num_tasks, size=5)  # Task 2 appears late.
         scales = np.array([1.0, 1000.0, 0.01])[tasks]
-        stream.append(((rng.normal(size=(4, 5)) + 3.0) * scales, tasks))
-    module = popart.PopArt(num_tasks, beta=beta)
+        # Each rollout has its own level, plus noise along time: the rules differ.
+        offsets = rng.normal(size=5) * 2.0 + 3.0
+        stream.append(((rng.normal(size=(4, 5)) + offsets) * scales, tasks))
+    return stream
+
+
+@pytest.mark.parametrize("rule", popart.STATISTICS_RULES)
+def test_moments_match_a_numpy_reference_over_a_stream(rule):
+    rng = np.random.default_rng(0)
+    num_tasks, beta = 3, 0.05
+    stream = _stream(rng, num_tasks=num_tasks)
+    module = popart.PopArt(num_tasks, beta=beta, rule=rule)
     head = tf.Variable(np.ones([2, num_tasks], np.float32)), tf.Variable(np.zeros([3], np.float32))
     for targets, tasks in stream:
-        moments = popart.batch_moments(tf.constant(targets, tf.float32), tf.constant(tasks), 3)
+        moments = popart.batch_moments(
+            tf.constant(targets, tf.float32), tf.constant(tasks), 3, rule
+        )
         module.update(moments, *head)
     mu, nu, sigma = _numpy_statistics(
         [(t.astype(np.float32).astype(np.float64), k) for t, k in stream],
@@ -57,20 +87,55 @@ def test_moments_match_a_numpy_reference_over_a_stream():
         beta,
         popart.SIGMA_MIN,
         popart.SIGMA_MAX,
+        rule,
     )
     np.testing.assert_allclose(module.mu.numpy(), mu, rtol=1e-12)
     np.testing.assert_allclose(module.nu.numpy(), nu, rtol=1e-12)
     np.testing.assert_allclose(module.sigma().numpy(), sigma, rtol=1e-10)
 
 
-def test_moments_add_up_across_learners():
+def test_the_rules_give_different_statistics():
+    """Pins which rule is which: the three differ on targets that vary within rollouts."""
+    results = {}
+    for rule in popart.STATISTICS_RULES:
+        results[rule] = _numpy_statistics(
+            _stream(np.random.default_rng(0)), 3, 0.05, popart.SIGMA_MIN, popart.SIGMA_MAX, rule
+        )
+    # Same mean for both per-rollout rules; sigma from rollout means is the smaller.
+    np.testing.assert_allclose(results["rollout"][0], results["rollout_mean_square"][0])
+    assert np.all(results["rollout"][2] < results["rollout_mean_square"][2])
+    assert not np.allclose(results["rollout"][0], results["batch"][0], rtol=1e-3)
+
+
+def test_a_batchs_per_rollout_steps_match_steps_taken_one_rollout_at_a_time():
+    """The paper's words (as reported): one online update per rollout. Taken in order, n steps of
+    size beta agree with ours to O((n beta)^2) relative to the spread of the rollout means."""
+    rng = np.random.default_rng(4)
+    beta, n = 3e-4, 32
+    targets = rng.normal(loc=2.0, size=(100, n)) * rng.uniform(0.5, 2.0, size=n)
+    mu, nu = 0.5, 3.0
+    sequential_mu, sequential_nu = mu, nu
+    for g in targets.mean(axis=0):
+        sequential_mu = (1 - beta) * sequential_mu + beta * g
+        sequential_nu = (1 - beta) * sequential_nu + beta * g**2
+    moments = popart.batch_moments(tf.constant(targets), tf.zeros([n], tf.int32), 1)
+    ours_mu, ours_nu = popart.update_statistics(
+        tf.constant([mu], tf.float64), tf.constant([nu], tf.float64), moments, beta
+    )
+    spread = np.ptp(targets.mean(axis=0)) ** 2
+    assert abs(ours_mu.numpy()[0] - sequential_mu) < (n * beta) ** 2 * spread
+    assert abs(ours_nu.numpy()[0] - sequential_nu) < (n * beta) ** 2 * spread * 10
+
+
+@pytest.mark.parametrize("rule", popart.STATISTICS_RULES)
+def test_moments_add_up_across_learners(rule):
     rng = np.random.default_rng(1)
     targets = rng.normal(size=(6, 8)).astype(np.float32)
     tasks = rng.integers(0, 4, size=8)
-    whole = popart.batch_moments(targets, tasks, 4)
+    whole = popart.batch_moments(targets, tasks, 4, rule)
     halves = popart.add_moments(
-        popart.batch_moments(targets[:, :4], tasks[:4], 4),
-        popart.batch_moments(targets[:, 4:], tasks[4:], 4),
+        popart.batch_moments(targets[:, :4], tasks[:4], 4, rule),
+        popart.batch_moments(targets[:, 4:], tasks[4:], 4, rule),
     )
     for a, b in zip(whole, halves, strict=True):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-12)
