@@ -47,6 +47,8 @@ EXIT_INTERRUPTED = 130
 
 _ERROR_LINE_MARKERS = ("Error", "Exception", "error:", "Traceback")
 _TAIL_BYTES = 64_000
+# Long enough for an environment worker's death with its quoted stderr (envs/workers.py).
+_ERROR_LINE_CHARS = 500
 
 
 def free_ports(count: int) -> list[int]:
@@ -87,7 +89,7 @@ def last_error_line(log_path: str | None) -> str:
             and not text.startswith(("File ", "^", "~"))
             and any(marker in text for marker in _ERROR_LINE_MARKERS)
         ):
-            return text[:300]
+            return text[:_ERROR_LINE_CHARS]
     return ""
 
 

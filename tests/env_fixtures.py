@@ -107,6 +107,34 @@ class FailingFactory:
         raise RuntimeError("cannot build this environment")
 
 
+class _ExitingEnv(CountingEnv):
+    """Writes `message` to stderr and exits the process at `reset`, from below Python's exception
+    handling, like DeepMind Lab's engine on a missing map (`perror`, then `exit(1)`)."""
+
+    def __init__(self, seed: int, message: str, noise_lines: int):
+        super().__init__(seed)
+        self._message = message
+        self._noise_lines = noise_lines
+
+    def reset(self) -> structures.Observation:
+        noise = "".join(f"engine log line {i}\n" for i in range(self._noise_lines))
+        os.write(2, (noise + self._message).encode())
+        os._exit(1)
+
+
+@dataclasses.dataclass(frozen=True)
+class ExitingFactory:
+    """Picklable factory of an environment whose process dies at `reset` after writing `message`
+    (after `noise_lines` lines of ordinary log output) to stderr."""
+
+    message: str
+    noise_lines: int = 0
+    seed: int = 0
+
+    def __call__(self) -> Environment:
+        return _ExitingEnv(self.seed, self.message, self.noise_lines)
+
+
 class ModuleProbe(Environment):
     """Wraps an environment; its instruction lists which of `module_names` the process imported."""
 

@@ -27,6 +27,7 @@ from env_fixtures import (
     NUM_ACTIONS,
     SLEEP_ACTION,
     CountingFactory,
+    ExitingFactory,
     FailingFactory,
     ProbeFactory,
     kill_parent_and_children,
@@ -239,6 +240,42 @@ def test_always_failing_constructor_gives_up_after_n_attempts(tmp_path):
     assert info.value.remote_type == "RuntimeError"
     assert len(os.listdir(attempts)) == 3
     assert time.monotonic() - start < 30.0
+
+
+ENGINE_MESSAGE = "Didn't find map 'natlab_x'\n: No such file or directory\n"
+
+
+@pytest.mark.timeout(60)
+def test_a_worker_that_exits_from_native_code_reports_its_last_stderr_lines(capfd):
+    worker = EnvWorker(ExitingFactory(ENGINE_MESSAGE, noise_lines=50))
+    try:
+        with pytest.raises(EnvWorkerError, match="died during step") as info:
+            worker.initial()
+    finally:
+        worker.close()
+    message = str(info.value)
+    assert "(exit code 1); its last stderr: " in message
+    assert "Didn't find map 'natlab_x' | : No such file or directory" in message
+    assert "engine log line 0" not in message  # Only the last lines are quoted.
+    assert info.value.stderr_tail[-2:] == [
+        "Didn't find map 'natlab_x'",
+        ": No such file or directory",
+    ]
+    err = capfd.readouterr().err  # Everything still reaches this process's stderr (the log).
+    assert "engine log line 0\n" in err and "engine log line 49\n" in err
+    assert ENGINE_MESSAGE in err
+
+
+@pytest.mark.timeout(60)
+def test_a_batch_that_gives_up_on_a_dying_slot_quotes_the_engine(tmp_path):
+    with pytest.raises(EnvWorkerError, match="failed 3 times in a row") as info:
+        with BatchedEnvironment(
+            [CountingFactory(1), ExitingFactory(ENGINE_MESSAGE)], max_consecutive_failures=3
+        ) as env:
+            env.initial()
+    first_line = str(info.value).splitlines()[0]  # What the launcher shows as the root cause.
+    assert "Didn't find map 'natlab_x'" in first_line
+    assert info.value.stderr_tail[-1] == ": No such file or directory"
 
 
 @pytest.mark.timeout(60)

@@ -30,6 +30,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 import traceback
 import weakref
@@ -68,6 +69,11 @@ _RESTART_SEED_STRIDE = 1_000_003
 # Byte alignment of each leaf's array in the shared memory file (a cache line).
 _SHARED_ALIGNMENT = 64
 _SHARED_NAME_PREFIX = "impala-env-slots"
+# What a dead child's error quotes of its last stderr output (lines, characters).
+_STDERR_TAIL_LINES = 3
+_STDERR_TAIL_CHARS = 240
+# Bytes of a child's recent stderr kept by the parent for that quote.
+_STDERR_KEEP_BYTES = 8192
 
 _CHILD_BOOTSTRAP = (
     "import sys\n"
@@ -88,6 +94,8 @@ class EnvWorkerError(RuntimeError):
       remote_traceback: the child's formatted traceback, or None.
       partial_output: for a timeout in `BatchedEnvironment.step`/`initial`, the batch's
         `StepOutput` `[E]` with the hung slot replaced (its `initial()` output); otherwise None.
+      stderr_tail: for a dead child, the last lines it wrote to stderr (e.g. DeepMind Lab's
+        `Didn't find map ...` before the engine exits the process), oldest first; else [].
     """
 
     def __init__(
@@ -102,6 +110,7 @@ class EnvWorkerError(RuntimeError):
         self.remote_message = remote_message
         self.remote_traceback = remote_traceback
         self.partial_output: structures.StepOutput | None = None
+        self.stderr_tail: list[str] = []
 
 
 class _WorkerDied(EnvWorkerError):
@@ -462,16 +471,20 @@ def _shutdown(
     conn: Connection,
     timeout: float,
     owned_slots: _SharedSlots | None = None,
+    stderr: _StderrTail | None = None,
 ) -> None:
     """Asks the child to exit, then terminates, then kills it; always reaps it. Idempotent.
 
-    Also releases the worker's own shared memory file, if it has one.
+    Also releases the worker's own shared memory file, if it has one, and waits briefly for the
+    rest of the child's stderr.
     """
     try:
         _stop_child(process, conn, timeout)
     finally:
         if owned_slots is not None:
             owned_slots.close()
+        if stderr is not None:
+            stderr.wait(1.0)
 
 
 def _stop_child(process: subprocess.Popen, conn: Connection, timeout: float) -> None:
@@ -492,6 +505,62 @@ def _stop_child(process: subprocess.Popen, conn: Connection, timeout: float) -> 
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+
+
+class _StderrTail:
+    """Passes a child's stderr through to this process's stderr and keeps its last lines.
+
+    A daemon thread reads the child's stderr pipe until EOF (the child's exit), writing every
+    chunk to file descriptor 2 at once (so logs read as if the child had inherited it) and keeping
+    the last `_STDERR_KEEP_BYTES` for `lines()`: an environment that exits the process from native
+    code (DeepMind Lab's engine on a missing map) leaves no Python exception, only these lines.
+    """
+
+    def __init__(self, pipe: Any, name: str):
+        self._pipe = pipe
+        self._kept = b""
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._pump, name=f"{name} stderr", daemon=True)
+        self._thread.start()
+
+    def _pump(self) -> None:
+        fd = self._pipe.fileno()
+        try:
+            while True:
+                try:
+                    chunk = os.read(fd, 65536)
+                except OSError:
+                    return
+                if not chunk:
+                    return
+                with self._lock:
+                    self._kept = (self._kept + chunk)[-_STDERR_KEEP_BYTES:]
+                try:
+                    os.write(2, chunk)
+                except OSError:
+                    pass  # Our own stderr is gone; keep draining so the child never blocks.
+        finally:
+            self._pipe.close()
+
+    def wait(self, timeout: float) -> None:
+        """Waits up to `timeout` seconds for EOF (all output of an exited child read)."""
+        self._thread.join(timeout)
+
+    def lines(self, count: int = _STDERR_TAIL_LINES) -> list[str]:
+        """The last `count` non-blank lines the child wrote, oldest first."""
+        with self._lock:
+            text = self._kept.decode(errors="replace")
+        return [line.strip() for line in text.splitlines() if line.strip()][-count:]
+
+
+def _quote_tail(lines: list[str]) -> str:
+    """`; its last stderr: a | b` (at most `_STDERR_TAIL_CHARS`, keeping the end), or ''."""
+    if not lines:
+        return ""
+    text = " | ".join(lines)
+    if len(text) > _STDERR_TAIL_CHARS:
+        text = "..." + text[-(_STDERR_TAIL_CHARS - 3) :]
+    return f"; its last stderr: {text}"
 
 
 class EnvWorker:
@@ -550,6 +619,7 @@ class EnvWorker:
                 [sys.executable, "-c", _CHILD_BOOTSTRAP, str(child_conn.fileno()), str(shared_fd)],
                 pass_fds=fds,
                 close_fds=True,
+                stderr=subprocess.PIPE,
             )
         except BaseException:
             parent_conn.close()
@@ -558,11 +628,18 @@ class EnvWorker:
             raise
         finally:
             child_conn.close()
+        self._stderr = _StderrTail(self._process.stderr, name)
         self._conn = parent_conn
         self._poller = select.poll()  # Cheaper than Connection.poll, which builds a selector.
         self._poller.register(parent_conn.fileno(), select.POLLIN)
         self._finalizer = weakref.finalize(
-            self, _shutdown, self._process, self._conn, close_timeout, self._owned_slots
+            self,
+            _shutdown,
+            self._process,
+            self._conn,
+            close_timeout,
+            self._owned_slots,
+            self._stderr,
         )
         try:
             self._conn.send(list(sys.path))
@@ -629,7 +706,7 @@ class EnvWorker:
         try:
             self._conn.send_bytes(_dumps((_ATTACH, (layout, self._slot))))
         except OSError as exc:
-            raise _WorkerDied(f"{self.name} (pid {self.pid}) died: {exc}") from exc
+            raise self._died("attach") from exc
         self._recv(timeout, "attach")
         self._shared_arrays = {
             index: array[self._slot : self._slot + 1]
@@ -697,6 +774,24 @@ class EnvWorker:
     def __exit__(self, *exc_info: Any) -> None:
         self.close()
 
+    def _died(self, what: str) -> _WorkerDied:
+        """The error for a child found dead, with its exit code and its last stderr lines (the
+        only trace of the cause when native code exited the process)."""
+        code = self._process.poll()
+        if code is None:
+            try:
+                code = self._process.wait(1.0)
+            except subprocess.TimeoutExpired:
+                code = None
+        if code is not None:
+            self._stderr.wait(1.0)  # The pipe's EOF follows the exit: read what is left.
+        tail = self._stderr.lines()
+        error = _WorkerDied(
+            f"{self.name} (pid {self.pid}) died during {what} (exit code {code}){_quote_tail(tail)}"
+        )
+        error.stderr_tail = tail
+        return error
+
     def _send(self, command: int, argument: Any) -> None:
         self.wait_ready()
         if self._conn.closed:
@@ -704,7 +799,7 @@ class EnvWorker:
         try:
             self._conn.send_bytes(_dumps((command, argument)))
         except OSError as exc:
-            raise _WorkerDied(f"{self.name} (pid {self.pid}) died: {exc}") from exc
+            raise self._died("send") from exc
         self._pending += 1
 
     def _recv(self, timeout: float | None, what: str) -> Any:
@@ -717,15 +812,7 @@ class EnvWorker:
                 )
             status, payload = pickle.loads(self._conn.recv_bytes())
         except (EOFError, OSError) as exc:
-            code = self._process.poll()
-            if code is None:
-                try:
-                    code = self._process.wait(1.0)
-                except subprocess.TimeoutExpired:
-                    code = None
-            raise _WorkerDied(
-                f"{self.name} (pid {self.pid}) died during {what} (exit code {code})"
-            ) from exc
+            raise self._died(what) from exc
         if status == _ERROR:
             remote_type, remote_message, remote_traceback = payload
             raise EnvWorkerError(
@@ -891,13 +978,15 @@ class BatchedEnvironment:
         old.kill()
         self._failures[slot] += 1
         if self._failures[slot] >= self._max_failures:
-            raise EnvWorkerError(
+            final = EnvWorkerError(
                 f"env worker {slot} failed {self._failures[slot]} times in a row; giving up. "
                 f"Last error: {error}",
                 error.remote_type,
                 error.remote_message,
                 error.remote_traceback,
-            ) from error
+            )
+            final.stderr_tail = error.stderr_tail
+            raise final from error
         self.restarts += 1
         self.restarts_per_slot[slot] += 1
         _LOG.warning(

@@ -11,8 +11,10 @@ cache's `fetch` / `write` protocol), plus deterministic dynamics that tests can 
   number of frames actually run;
 - `RGB_INTERLEAVED` is a uint8 `[height, width, 3]` frame filled with `num_steps() % 256`; `INSTR` is
   the string `"instruction for <level> seed <seed>"`;
-- a level whose name starts with `missing_map` fails at every reset with "Didn't find map", as a
-  real level whose map file is absent does;
+- a level whose name starts with `missing_map` ends the process at every reset, as a real level
+  whose map file is absent does: DeepMind Lab's engine writes `Didn't find map '<name>'` to stderr
+  (`perror`) and calls `exit(1)` (`engine/code/deepmind/dmlab_connect.c`, `dev_map`), so no Python
+  exception is raised;
 - every reset "compiles" a map keyed by level and `seed % NUM_MAPS`: it asks the level cache first
   (`fetch`), and on a miss writes a `.pk3` file and hands it to `write`.
 
@@ -34,7 +36,7 @@ IS_FAKE = True
 EPISODE_FRAMES = 40
 NUM_MAPS = 4
 MISSING_MAP_PREFIX = (
-    "missing_map"  # Levels named so fail at every reset, as a level whose map is absent.
+    "missing_map"  # Levels named so exit at every reset, as one whose map is absent.
 )
 REWARD_WEIGHTS = np.array([0.01, 0.0, 0.1, 1.0, 10.0, 0.0, 0.0])
 INSTANCES: list[Lab] = []
@@ -118,8 +120,12 @@ class Lab:
 
     def _load_map(self, seed: int) -> None:
         if os.path.basename(self.level).startswith(MISSING_MAP_PREFIX):
-            # What DeepMind Lab says when a level's map file is not in its assets.
-            raise RuntimeError(f"Didn't find map '{os.path.basename(self.level)}'")
+            # What DeepMind Lab does when a level's map file is not in its assets: perror, exit(1).
+            message = (
+                f"Didn't find map '{os.path.basename(self.level)}'\n: No such file or directory\n"
+            )
+            os.write(2, message.encode())
+            os._exit(1)
         key = f"{self.level}:map{seed % NUM_MAPS}"
         pk3_path = os.path.join(self._tmpdir, "map.pk3")
         if os.path.exists(pk3_path):
