@@ -381,8 +381,9 @@ class PBTConfig:
     )
     pbt_learning_rate_schedule: str = setting(
         "constant",
-        "PBT members: the evolved learning rate is used as is (constant; Figure F.1 contrasts it "
-        "with linear annealing) or annealed linearly to 0 over the frames (linear).",
+        "PBT members: the evolved learning rate is used as is (constant: DMLab-30, Figure F.1 "
+        "contrasts PBT's schedule with linear annealing) or annealed linearly to 0 over the "
+        "frames (linear: Atari, Table G.1 'Anneal linearly to 0'); from the preset.",
         choices=LEARNING_RATE_SCHEDULES,
     )
     pbt_member: int = setting(
@@ -402,6 +403,11 @@ class PBTConfig:
         """The hyperparameters PBT evolves, in `PBT_HYPERPARAMETERS` order."""
         names = {name.strip() for name in self.pbt_hyperparameters.split(",") if name.strip()}
         return tuple(name for name in PBT_HYPERPARAMETERS if name in names)
+
+    def anneals_learning_rate(self) -> bool:
+        """Whether the learner anneals its learning rate linearly to 0: always for a fixed
+        configuration; for a PBT member only with `pbt_learning_rate_schedule=linear`."""
+        return self.pbt_member < 0 or self.pbt_learning_rate_schedule == "linear"
 
 
 SECTIONS: dict[str, type] = {
@@ -665,7 +671,7 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
             "popart": False,
         },
         "runtime": {"num_actors": 2, "envs_per_actor": 4},
-        "pbt": {"pbt_hyperparameters": ""},  # A fixed configuration.
+        "pbt": {"pbt_hyperparameters": "", "pbt_learning_rate_schedule": "constant"},  # Fixed.
     },
     # A single DMLab level (Table D.3; the release's README: 48 actors, batch 32, its flag defaults).
     "dmlab": {
@@ -688,7 +694,7 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
             "popart": False,
         },
         "runtime": {"num_actors": 48, "envs_per_actor": 1},
-        "pbt": {"pbt_hyperparameters": ""},  # A fixed configuration.
+        "pbt": {"pbt_hyperparameters": "", "pbt_learning_rate_schedule": "constant"},  # Fixed.
     },
     # DMLab-30 multi-task, IMPALA deep (section 5.3.1; the release README's learner command).
     "dmlab30": {
@@ -707,7 +713,7 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
             "popart": False,
         },
         "runtime": {"num_actors": 150, "envs_per_actor": 1},
-        "pbt": {"pbt_hyperparameters": ""},  # A fixed configuration.
+        "pbt": {"pbt_hyperparameters": "", "pbt_learning_rate_schedule": "constant"},  # Fixed.
     },
     # Atari experts: one agent per game, feed-forward, minimal action set (Table G.1, section 5.3.2).
     "atari": {
@@ -730,7 +736,9 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
             "popart": False,
         },
         "runtime": {"num_actors": 48, "envs_per_actor": 1},
-        "pbt": {"pbt_hyperparameters": ""},  # A fixed configuration.
+        # A fixed configuration; members of a population started from it anneal their evolved
+        # learning rate, as Table G.1 says of every Atari agent ("Anneal linearly to 0").
+        "pbt": {"pbt_hyperparameters": "", "pbt_learning_rate_schedule": "linear"},
     },
     # Atari-57 multi-task: one deep agent on all games, full 18 actions, 200M frames per game.
     "atari57": {
@@ -749,7 +757,9 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
             "popart": False,
         },
         "runtime": {"num_actors": 114, "envs_per_actor": 1},
-        "pbt": {"pbt_hyperparameters": ""},  # A fixed configuration.
+        # A fixed configuration; members of a population started from it anneal their evolved
+        # learning rate, as Table G.1 says of every Atari agent ("Anneal linearly to 0").
+        "pbt": {"pbt_hyperparameters": "", "pbt_learning_rate_schedule": "linear"},
     },
 }
 
@@ -761,7 +771,7 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
 
 def _pbt_preset(base: str, evolved: str) -> dict[str, dict[str, Any]]:
     preset = {section: dict(fields) for section, fields in PRESETS[base].items()}
-    preset["pbt"] = {"pbt_hyperparameters": evolved}
+    preset["pbt"]["pbt_hyperparameters"] = evolved  # The schedule stays the base preset's.
     return preset
 
 

@@ -442,7 +442,7 @@ def run_learner(
         lc,
         config.env.num_action_repeats,
         strategy=strategy,
-        anneal_learning_rate=pbt_member.anneals_learning_rate(config),
+        anneal_learning_rate=config.pbt.anneals_learning_rate(),
     )
     learner.build(_to_tensors(_zeros_batch(specs, 1)))
     manager = _restore(tf.train.Checkpoint(agent=agent, learner=learner), run_dir, prefix)

@@ -248,6 +248,23 @@ def test_pbt_presets_are_the_suite_presets_that_evolve_tables_d1_and_g1():
     assert configs.resolve(None, {"env": {"level_name": "dmlab30"}}).preset == "dmlab30"
 
 
+def test_which_runs_anneal_their_learning_rate():
+    """Fixed configurations always anneal (Table G.1, Figure F.1's best sweep run). PBT members:
+    on DMLab-30 the evolved rate is used as is (Figure F.1 contrasts PBT's schedule with linear
+    annealing); on Atari, Table G.1 lists "Anneal linearly to 0" with no "(only multi-task agent)"
+    restriction, so Atari-57's PBT members anneal their evolved rate."""
+    member = {"pbt": {"pbt_member": 0}}
+    assert configs.Config().pbt.anneals_learning_rate()
+    for name in configs.PRESETS:
+        assert configs.from_preset(name).pbt.anneals_learning_rate()  # Not a member.
+    assert not configs.from_preset("dmlab30_pbt", member).pbt.anneals_learning_rate()
+    assert not configs.from_preset("toy", member).pbt.anneals_learning_rate()
+    assert configs.from_preset("atari57_pbt", member).pbt.anneals_learning_rate()
+    assert configs.from_preset("atari57_pbt").pbt.pbt_learning_rate_schedule == "linear"
+    linear = {"pbt": {"pbt_member": 0, "pbt_learning_rate_schedule": "linear"}}
+    assert configs.from_preset("dmlab30_pbt", linear).pbt.anneals_learning_rate()
+
+
 @pytest.mark.parametrize(
     "overrides, message",
     [

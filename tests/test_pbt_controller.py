@@ -17,7 +17,9 @@ def settings(**overrides):
     return controller.Settings(**values)
 
 
-def report(pbt_dir, member, frames, step, episodes, fitness, checkpoint=True, **hyper):
+def report(pbt_dir, member, frames, step, episodes, fitness, checkpoint=True, window=None, **hyper):
+    """Member `member`'s status; its fitness window holds `window` episodes (default: as many as
+    since its step)."""
     protocol.write_status(
         protocol.member_dir(pbt_dir, member),
         protocol.Status(
@@ -25,7 +27,7 @@ def report(pbt_dir, member, frames, step, episodes, fitness, checkpoint=True, **
             frames=frames,
             step=step,
             episodes_since_step=episodes,
-            window_episodes=episodes,
+            window_episodes=episodes if window is None else window,
             fitness=fitness,
             checkpoint=f"members/{member}/checkpoints/ckpt-{frames}" if checkpoint else None,
             hyperparameters=hyper,
@@ -78,7 +80,8 @@ def test_a_member_copies_a_better_one_and_the_instruction_names_its_checkpoint(t
     good = {"entropy_cost": 0.01, "learning_rate": 2e-3, "epsilon": 0.1}
     hopeless = {"entropy_cost": 0.01, "learning_rate": 1e-7, "epsilon": 0.1}
     pbt.open([good, hopeless])
-    report(pbt_dir, 0, 5000, 0, 5, 0.9, **good)  # Not ready, but has a fitness and a checkpoint.
+    # Not ready (5 episodes since its step), but its window is full and it has a checkpoint.
+    report(pbt_dir, 0, 5000, 0, 5, 0.9, window=10, **good)
     report(pbt_dir, 1, 4800, 0, 10, 0.3, **hopeless)
     (taken,) = pbt.poll()
     assert taken.copy and taken.other == 0
@@ -100,14 +103,59 @@ def test_no_copy_within_the_threshold_or_without_a_checkpoint(tmp_path):
     pbt_dir = str(tmp_path)
     pbt = controller.Controller(pbt_dir, settings(population=2), say=lambda _: None)
     pbt.open([{n: 1e-3 for n in EVOLVED}] * 2)
-    report(pbt_dir, 0, 5000, 0, 0, 0.34)
+    report(pbt_dir, 0, 5000, 0, 0, 0.34, window=10)
     report(pbt_dir, 1, 5000, 0, 10, 0.30)
     (taken,) = pbt.poll()
     assert taken.other == 0 and not taken.copy  # 0.34 is not more than 0.30 + 0.05.
-    report(pbt_dir, 0, 5000, 0, 0, 0.9, checkpoint=False)
+    assert taken.other_fitness == 0.34
+    report(pbt_dir, 0, 5000, 0, 0, 0.9, checkpoint=False, window=10)
     report(pbt_dir, 1, 5100, 1, 10, 0.30)
     (taken,) = pbt.poll()
     assert not taken.copy and taken.other_fitness is None  # Nothing to copy from.
+
+
+def test_a_partners_fitness_counts_only_over_a_full_window(tmp_path):
+    """Appendix F: a score is computed after collecting 5,000 episode returns (here 10). A member
+    that copied someone a moment ago reports a fitness over its first few episodes (0.97 over 2):
+    it is not copied, however high that is. (The old controller copied it.)"""
+    pbt_dir = str(tmp_path)
+    pbt = controller.Controller(pbt_dir, settings(population=2), say=lambda _: None)
+    pbt.open([{n: 1e-3 for n in EVOLVED}] * 2)
+    report(pbt_dir, 0, 5000, 1, 2, 0.97, window=2)  # Copied at step 1, 2 episodes since.
+    report(pbt_dir, 1, 5000, 0, 10, 0.60)
+    (taken,) = pbt.poll()
+    assert taken.other == 0 and not taken.copy and taken.other_fitness is None
+    assert "no score yet" in controller.describe_step(taken, 0.05)
+    # One episode short of a full window: still no score.
+    report(pbt_dir, 0, 5100, 1, 9, 0.97, window=9)
+    report(pbt_dir, 1, 5100, 1, 10, 0.60)
+    (taken,) = pbt.poll()
+    assert not taken.copy and taken.other_fitness is None
+    # A full window: copied.
+    report(pbt_dir, 0, 5200, 1, 10, 0.97, window=10)
+    report(pbt_dir, 1, 5200, 2, 10, 0.60)
+    (taken,) = pbt.poll()
+    assert taken.copy and taken.other_fitness == 0.97
+
+
+def test_a_ready_member_with_a_short_window_never_copies(tmp_path):
+    """A ready member's own window is full by construction (it holds the last 5,000 episodes and
+    5,000 came since the step); should a status say otherwise (e.g. a member run with another
+    window size), its fitness is no score either: it keeps its weights."""
+    pbt_dir = str(tmp_path)
+    pbt = controller.Controller(pbt_dir, settings(population=2), say=lambda _: None)
+    pbt.open([{n: 1e-3 for n in EVOLVED}] * 2)
+    report(pbt_dir, 0, 5000, 0, 5, 0.97, window=10)  # Not ready; a full window.
+    report(pbt_dir, 1, 5000, 0, 10, 0.10, window=4)
+    (taken,) = pbt.poll()
+    assert taken.member == 1 and taken.fitness is None and not taken.copy
+
+
+def test_window_fitness():
+    status = protocol.Status(0, 0, 0, 0, 7, 0.5, None, {})
+    assert controller.window_fitness(status, 7) == 0.5
+    assert controller.window_fitness(status, 8) is None
+    assert controller.window_fitness(None, 1) is None
 
 
 def test_a_restarted_controller_continues_the_same_population(tmp_path):

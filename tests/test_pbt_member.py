@@ -50,7 +50,7 @@ def make_learner(config, logdir, seed):
         agent,
         config.learner,
         config.env.num_action_repeats,
-        anneal_learning_rate=pbt_member.anneals_learning_rate(config),
+        anneal_learning_rate=config.pbt.anneals_learning_rate(),
     )
     learner.build(tree.map_structure(lambda s: tf.convert_to_tensor(s.zeros([1])), specs))
     checkpoint = tf.train.Checkpoint(agent=agent, learner=learner)
@@ -65,13 +65,6 @@ def episodes(n, value=1.0):
 def weights(learner):
     variables = [*learner.agent.trainable_variables, *learner.optimizer.ms]
     return [v.numpy().copy() for v in variables]
-
-
-def test_learning_rate_schedule_setting():
-    assert pbt_member.anneals_learning_rate(configs.Config())  # Fixed configuration: annealed.
-    assert not pbt_member.anneals_learning_rate(member_config(0))  # PBT member: used as is.
-    linear = member_config(0, pbt_learning_rate_schedule="linear")
-    assert pbt_member.anneals_learning_rate(linear)
 
 
 def test_copy_between_updates_keeps_own_counters_and_survives_a_restart(tmp_path):

@@ -1,10 +1,13 @@
 """The PBT controller: one evolution step per ready member, all state in the population directory.
 
 Paper appendix F: once a member is past its burn-in and has collected 5,000 episode returns since
-its last step, it is compared with a random other member; it copies that member's weights,
-optimiser state and hyperparameters if the other's fitness is higher by more than an absolute 5 %,
-and in any case each evolved hyperparameter is perturbed with probability 33 % by a factor 1.2 or
-1/1.2 (`impala_tf.pbt.rules`).
+its last step, it is compared with a random other member; it copies that member's weights and
+hyperparameters (and, our choice, its RMSProp slots) if the other's fitness is higher by more than
+an absolute 5 %, and in any case each evolved hyperparameter is perturbed with probability 33 % by
+a factor 1.2 or 1/1.2 (`impala_tf.pbt.rules`). A fitness counts only over a full window, the
+member's last `ready_episodes` (5,000) episode returns (`window_fitness`): appendix F computes the
+score "after collecting 5,000 episode rewards", so a member whose window is shorter (it copied
+someone a moment ago, or restarted) has no score yet and is not copied.
 
 `Controller.poll` reads every member's status (`impala_tf.pbt.protocol`), decides for each ready
 one, appends the decision to the event log (synced to disk) and only then writes the member's
@@ -197,11 +200,12 @@ class Controller:
         number = self.instructions[index].step + 1
         rng = rules.decision_rng(s.seed, "step", index, number)
         others = {
-            j: (status.fitness if status is not None and status.checkpoint else None)
+            j: (window_fitness(status, s.ready_episodes) if status and status.checkpoint else None)
             for j, status in statuses.items()
             if j != index
         }
-        outcome = rules.exploit(index, mine.fitness, others, rng, s.threshold)
+        own = window_fitness(mine, s.ready_episodes)
+        outcome = rules.exploit(index, own, others, rng, s.threshold)
         checkpoint = None
         base = self._current_values(index, mine)
         if outcome.copy:
@@ -213,7 +217,7 @@ class Controller:
             member=index,
             step=number,
             frames=mine.frames,
-            fitness=mine.fitness,
+            fitness=own,
             other=outcome.other,
             other_fitness=others.get(outcome.other) if outcome.other is not None else None,
             copy=outcome.copy,
@@ -244,6 +248,18 @@ class Controller:
         self.say(describe_step(step, self.settings.threshold))
 
 
+def window_fitness(status: protocol.Status | None, ready_episodes: int) -> float | None:
+    """A member's fitness where its window holds `ready_episodes` episode returns, else None.
+
+    Appendix F computes a member's score "after collecting 5,000 episode rewards"; a shorter
+    window (right after a copy empties it, or after a restart) is no score yet: such a member is
+    not copied, and would not copy anyone (a ready member's window is full by construction).
+    """
+    if status is None or status.window_episodes < ready_episodes:
+        return None
+    return status.fitness
+
+
 def _steps(events: Sequence[Mapping[str, Any]]) -> int:
     return sum(1 for e in events if e.get("event") == ancestry.STEP)
 
@@ -263,6 +279,11 @@ def describe_step(step: ancestry.Step, threshold: float) -> str:
         verdict = (
             f"member {step.other} has {_fmt(step.other_fitness)} > {_fmt(step.fitness)} + "
             f"{threshold:g}: copies it ({step.checkpoint})"
+        )
+    elif step.other_fitness is None:
+        verdict = (
+            f"member {step.other} has no score yet (no full fitness window or no checkpoint): "
+            "keeps its weights"
         )
     else:
         verdict = f"member {step.other} has {_fmt(step.other_fitness)}: keeps its weights"

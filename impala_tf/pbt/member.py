@@ -37,12 +37,6 @@ POLL_SECONDS = 1.0  # Instruction reads and status writes.
 WAIT_MESSAGE_SECONDS = 30.0
 
 
-def anneals_learning_rate(config: configs.Config) -> bool:
-    """Whether the learner anneals its learning rate linearly: always for a fixed configuration;
-    for a PBT member only with `--pbt_learning_rate_schedule=linear` (default: used as is)."""
-    return config.pbt.pbt_member < 0 or config.pbt.pbt_learning_rate_schedule == "linear"
-
-
 def attach(books: Any, stop: threading.Event) -> Member | None:
     """The member side of a learner, started (first instruction applied), or None when the run is
     not a PBT member.
