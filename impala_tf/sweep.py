@@ -34,11 +34,11 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any, BinaryIO, TextIO
+from typing import Any, TextIO
 
 import numpy as np
 
-from impala_tf import configs, rundir
+from impala_tf import configs, rundir, supervision
 from impala_tf.pbt import rules
 from impala_tf.reports import paper_table2
 
@@ -281,8 +281,9 @@ def plan(
     extra_flags: Sequence[str] = (),
     seeds: int = 1,
 ) -> list[Run]:
-    """Every run of a study: repeat by repeat, and within a repeat set by set (so a partial study
-    has whole repeats, and the same sets in every cell).
+    """Every run of a study, set by set and within a set seed by seed (so a study stopped early has
+    the same sets in every cell, each with all its seeds: the seed-to-seed spread of every run it
+    has).
 
     Run directories are `RUNS_DIR/<task>/<method>/<replay|no_replay>/set_<i>` for a set's first
     seed and `.../set_<i>_seed_<s>` for the others (`run_seed`).
@@ -300,7 +301,7 @@ def plan(
     if seeds < 1:
         raise ValueError(f"seeds must be >= 1, got {seeds}")
     runs = []
-    for repeat, hyperparameters in ((r, h) for r in range(seeds) for h in sets):
+    for hyperparameters, repeat in ((h, r) for h in sets for r in range(seeds)):
         seed = run_seed(hyperparameters.index, repeat)
         name = f"set_{hyperparameters.index:02d}" + (f"_seed_{seed}" if repeat else "")
         for task in tasks:
@@ -465,23 +466,13 @@ def _child_env() -> dict[str, str]:
 def _stop(process: subprocess.Popen, grace_seconds: float = 30.0) -> None:
     """SIGTERM to the run's process group (the launcher stops its learner and actors), then
     SIGKILL after `grace_seconds`."""
-    for sig, wait in ((signal.SIGTERM, grace_seconds), (signal.SIGKILL, 10.0)):
-        try:
-            os.killpg(process.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            process.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+    supervision.stop([process], grace_seconds, group=True)
 
 
 @dataclasses.dataclass
 class _Active:
     run: Run
     process: subprocess.Popen
-    console: BinaryIO
     start: float
 
 
@@ -532,22 +523,15 @@ def execute(
     def start(run: Run) -> None:
         os.makedirs(run.logdir, exist_ok=True)
         command = [*argv_prefix, *run.flags] if argv_prefix else run.command(python)
-        console = open(rundir.RunDir(run.logdir).console, "ab")
+        console = rundir.RunDir(run.logdir).console
         now = time.time()
         write_manifest(run, STATUS_RUNNING, started=now, source=source)
-        process = subprocess.Popen(
-            command,
-            stdout=console,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=_child_env(),
-            start_new_session=True,
-        )
-        active.append(_Active(run, process, console, now))
+        child = supervision.Child(run.label, command, console, env=_child_env(), new_session=True)
+        child.start()
+        active.append(_Active(run, child.process, now))
 
     def finish(item: _Active, status: str, exit_code: int | None) -> None:
         wall = time.time() - item.start
-        item.console.close()
         write_manifest(
             item.run,
             status,
@@ -585,7 +569,6 @@ def execute(
     except BaseException:
         for item in active:
             _stop(item.process)
-            item.console.close()
             write_manifest(item.run, STATUS_INTERRUPTED, started=item.start, source=source)
         raise
     return counts

@@ -93,14 +93,15 @@ def test_the_small_study_is_the_paper_protocol_on_one_machine(tmp_path):
     assert command[:3] == ["python", "-m", "impala_tf.experiment"]
 
 
-def test_seeds_repeat_every_run_with_its_own_seed_repeat_by_repeat(tmp_path):
+def test_seeds_repeat_every_run_with_its_own_seed_set_by_set(tmp_path):
     small = sweep.STUDIES["small"]
     sets = sweep.sample_hyperparameters(small.num_sets)
     one = sweep.plan(small, str(tmp_path), sets)
     two = sweep.plan(small, str(tmp_path), sets, seeds=2)
     assert len(two) == 2 * len(one)
-    assert two[: len(one)] == one  # Repeat 0 is the one-seed study (same directories and seeds).
-    assert {r.repeat for r in two[len(one) :]} == {1}  # Whole repeats first.
+    assert [r for r in two if r.repeat == 0] == one  # Repeat 0 is the one-seed study.
+    # Set by set, each set's seeds together: a study stopped early has whole (set, seeds) groups.
+    assert [(r.hyperparameters.index, r.repeat) for r in two[:16]] == [(0, 0)] * 8 + [(0, 1)] * 8
     assert len({r.logdir for r in two}) == len(two)
     pairs: dict[tuple, set] = {}
     for r in two:
