@@ -9,7 +9,8 @@ computed by `impala_tf.scores.summarize`.
 
 Levels are evaluated in turn; each runs up to `num_envs` environments in worker processes, and
 episodes are assigned to environment slots in advance so that short episodes are not favoured.
-The first episode of each level is saved as a GIF.
+With `--record_video` the first episode of each level is saved as an MP4 and a GIF
+(`impala_tf.videos`).
 
 See docs/evaluation.md for the scheduling, frame counting and video details.
 """
@@ -21,27 +22,33 @@ import math
 import os
 import statistics
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
 import tree
 
-from impala_tf import builders, checkpoints, configs, envs, networks, rundir, scores, structures
+from impala_tf import (
+    builders,
+    checkpoints,
+    configs,
+    envs,
+    networks,
+    rundir,
+    scores,
+    structures,
+    videos,
+)
 from impala_tf.envs import workers
 
 POLICIES = ("sampled", "greedy")
-MAX_VIDEO_FRAMES = 2000
-VIDEO_FPS = 15.0
+# Environments whose video game is replayed here for full-colour frames (cheap and deterministic);
+# DeepMind Lab's observations are already its RGB frames.
+REPLAYED_KINDS = ("toy", "atari")
 
 
 # --- Configuration and checkpoints. ------------------------------------------------------------------
-
-
-def config_from_dict(data: Mapping[str, Any]) -> configs.Config:
-    """`configs.Config.from_dict`, completed with the environment's facts."""
-    return envs.complete_config(configs.Config.from_dict(data))
 
 
 def load_config(logdir: str) -> configs.Config | None:
@@ -78,11 +85,6 @@ def find_checkpoints(path: str) -> list[str]:
     raise FileNotFoundError(f"checkpoint {path!r} not found (no {path + '.index'!r})")
 
 
-def find_checkpoint(path: str) -> str:
-    """The newest checkpoint prefix `path` stands for (see `find_checkpoints`)."""
-    return find_checkpoints(path)[0]
-
-
 def build_agent(config: configs.Config) -> networks.Agent:
     """The agent `config` describes, with its variables created (the learner's own builder)."""
     return builders.build_agent(config)
@@ -104,7 +106,7 @@ def restore_agent(config: configs.Config, checkpoint_path: str) -> tuple[network
 
     Args:
       config: the run's configuration (`agent` section and the level's observation spec).
-      checkpoint_path: a logdir, a checkpoint directory or a checkpoint prefix (`find_checkpoint`).
+      checkpoint_path: a logdir, a checkpoint directory or a checkpoint prefix (`find_checkpoints`).
 
     Returns:
       `(agent, checkpoint prefix used)`.
@@ -220,37 +222,34 @@ def format_table(results: Mapping[str, Any]) -> str:
 # --- Videos. -----------------------------------------------------------------------------------------
 
 
-def video_frame(frame: np.ndarray) -> np.ndarray:
-    """One frame of an observation as an image: RGB `[H, W, 3]` as is, else the newest channel.
+def video_stem(video_dir: str, level: str) -> str:
+    """`<video_dir>/<level with "/" replaced by "_">`, to which `.mp4` and `.gif` are added."""
+    return os.path.join(video_dir, level.replace("/", "_"))
+
+
+def write_level_videos(
+    video_dir: str,
+    level: str,
+    recording: videos.Recording,
+    factory: workers.EnvFactory,
+    warn: Callable[[str], None] = print,
+) -> list[str]:
+    """Writes the videos of slot 0's recorded game (`impala_tf.videos.write_videos`).
 
     Args:
-      frame: uint8 `[H, W, C]` (C = 3 RGB; Atari C = 4 stacked grey, newest last).
+      video_dir: the directory (created if needed).
+      level: the level.
+      recording: slot 0's first game.
+      factory: slot 0's environment factory (its seed), for the replay of toy and Atari games.
+      warn: receives warning lines.
 
     Returns:
-      uint8 `[H, W, 3]` or `[H, W]`.
+      The paths written, MP4 first.
     """
-    frame = np.asarray(frame)
-    if frame.ndim == 3 and frame.shape[-1] == 3:
-        return frame.copy()
-    if frame.ndim == 3:
-        return frame[..., -1].copy()
-    return frame.copy()
-
-
-def write_gif(path: str, frames: Sequence[np.ndarray], fps: float = VIDEO_FPS) -> str:
-    """Writes `frames` (uint8 `[H, W, 3]` or `[H, W]`) as a looping animated GIF; returns `path`."""
-    import imageio.v3 as iio
-
-    if not frames:
-        raise ValueError(f"no frames to write to {path!r}")
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    iio.imwrite(path, np.stack(frames), extension=".gif", duration=1000.0 / fps, loop=0)
-    return path
-
-
-def video_path(video_dir: str, level: str) -> str:
-    """`<video_dir>/<level with "/" replaced by "_">.gif`."""
-    return os.path.join(video_dir, level.replace("/", "_") + ".gif")
+    replayed = envs.environment_kind(level) in REPLAYED_KINDS
+    return videos.write_videos(
+        video_stem(video_dir, level), level, recording, factory if replayed else None, warn
+    )
 
 
 # --- Evaluation. -------------------------------------------------------------------------------------
@@ -264,10 +263,6 @@ def slot_quotas(num_episodes: int, num_slots: int) -> list[int]:
 PolicyFn = Callable[[Any, structures.StepOutput, Any], tuple[structures.AgentOutput, Any]]
 
 
-def _numpy(nest: Any) -> Any:
-    return tree.map_structure(lambda t: t.numpy() if hasattr(t, "numpy") else np.asarray(t), nest)
-
-
 def play_level(
     policy_fn: PolicyFn,
     initial_state: Any,
@@ -275,7 +270,7 @@ def play_level(
     num_episodes: int,
     policy: str = "sampled",
     num_action_repeats: int = 1,
-    video_frames: list[np.ndarray] | None = None,
+    recording: videos.Recording | None = None,
     on_episode: Callable[[int, float, int], None] | None = None,
 ) -> tuple[list[float], list[int]]:
     """Plays complete games in a batch of E environments until each slot has its quota.
@@ -289,8 +284,8 @@ def play_level(
       num_episodes: N >= E complete games to record (see `slot_quotas` for the assignment).
       policy: `sampled` (the agent's sampled action) or `greedy` (argmax of the logits).
       num_action_repeats: frames per agent step.
-      video_frames: if a list, the observations of slot 0's first game are appended (at most
-        `MAX_VIDEO_FRAMES`).
+      recording: if given, slot 0's first game is recorded into it (observations, instructions,
+        actions and rewards; at most `videos.MAX_FRAMES` steps).
       on_episode: called as `(episode index, return, frames)` when an episode is recorded.
 
     Returns:
@@ -303,15 +298,16 @@ def play_level(
         raise ValueError(f"num_episodes={num_episodes} < number of environments {num_envs}")
     quotas = slot_quotas(num_episodes, num_envs)
     games: list[list[tuple[float, int]]] = [[] for _ in range(num_envs)]
-    recording = video_frames is not None
+    recording_on = recording is not None
     restarts0 = _slot0_restarts(env)
 
     env_output = env.initial()
     last_action = np.zeros([num_envs], np.int32)
     state = initial_state
     while any(len(g) < q for g, q in zip(games, quotas, strict=True)):
-        if recording and len(video_frames) < MAX_VIDEO_FRAMES:
-            video_frames.append(video_frame(env_output.observation.frame[0]))
+        observing = recording_on and recording.observe(
+            env_output.observation.frame[0], env_output.observation.instruction[0]
+        )
         inputs = tree.map_structure(tf.convert_to_tensor, (last_action, env_output))
         agent_output, state = policy_fn(inputs[0], inputs[1], state)
         if policy == "greedy":
@@ -326,10 +322,15 @@ def play_level(
                 raise
             env_output = error.partial_output  # A hung worker was replaced; play on.
         last_action = action  # The action actually taken is the next step's "last action".
-        if recording and _slot0_restarts(env) != restarts0:
-            restarts0 = _slot0_restarts(env)
-            video_frames.clear()  # Slot 0's game was lost with its worker.
+        if observing:
+            recording.act(action[0], float(np.asarray(env_output.reward)[0]))
         game_over = np.asarray(env_output.info.game_over)
+        if recording_on and _slot0_restarts(env) != restarts0:
+            restarts0 = _slot0_restarts(env)
+            recording.clear()  # Slot 0's game was lost with its worker.
+        elif recording_on and game_over[0]:
+            recording.complete = observing
+            recording_on = False
         for i in np.flatnonzero(game_over):
             if len(games[i]) < quotas[i]:
                 episode_return = float(env_output.info.episode_return[i])
@@ -337,8 +338,6 @@ def play_level(
                 games[i].append((episode_return, frames))
                 if on_episode is not None:
                     on_episode((len(games[i]) - 1) * num_envs + int(i), episode_return, frames)
-        if recording and game_over[0]:
-            recording = False
     ordered = [games[j % num_envs][j // num_envs] for j in range(num_episodes)]
     return [r for r, _ in ordered], [f for _, f in ordered]
 
@@ -372,7 +371,8 @@ def evaluate(
       num_envs: environments (worker processes) per level; `min(num_envs, num_episodes)` are used.
       seed: environment slot i is seeded `seed + i`; also seeds TF's sampling
         (`tf.random.set_seed`).
-      record_video_dir: if given, the first episode of each level is written there as a GIF.
+      record_video_dir: if given, the first episode of each level is written there as an MP4 and a
+        GIF (`write_level_videos`).
       progress: called with progress lines (None: silent).
 
     Returns:
@@ -400,7 +400,7 @@ def evaluate(
             workers.EnvFactory(level, config.env, seed + i, is_test=True) for i in range(num_slots)
         ]
         say(f"[test] {level}: {num_episodes} episodes on {num_slots} environments ({policy})")
-        frames: list[np.ndarray] | None = [] if record_video_dir else None
+        recording = videos.Recording() if record_video_dir else None
         with workers.BatchedEnvironment(factories) as env:
             if env.num_actions != agent.num_actions:
                 raise ValueError(
@@ -423,10 +423,13 @@ def evaluate(
                 num_episodes,
                 policy=policy,
                 num_action_repeats=env.num_action_repeats,
-                video_frames=frames,
+                recording=recording,
                 on_episode=report,
             )
             restarts = env.restarts
+            slot0 = factories[0]
+            if env.restarts_per_slot[0]:
+                slot0 = slot0.for_restart(env.restarts_per_slot[0])
         mean = math.fsum(returns) / len(returns)
         results["levels"][level] = {
             "returns": returns,
@@ -435,10 +438,14 @@ def evaluate(
             "human_normalized_score": human_normalized_score(level, mean),
             "worker_restarts": restarts,
         }
-        if frames:
-            path = write_gif(video_path(record_video_dir, level), frames)
-            results["levels"][level]["video"] = path
-            say(f"[test] {level}: video of the first episode ({len(frames)} frames) -> {path}")
+        if recording is not None and recording.frames:
+            paths = write_level_videos(record_video_dir, level, recording, slot0, warn=say)
+            results["levels"][level]["video"] = paths[0]
+            results["levels"][level]["videos"] = paths
+            say(
+                f"[test] {level}: video of the first episode ({len(recording.frames)} steps) -> "
+                + ", ".join(paths)
+            )
         say(
             f"[test] {level}: mean return {mean:.3f} over {len(returns)} episodes "
             f"({time.monotonic() - start:.1f} s)"
@@ -497,7 +504,8 @@ def run_test_mode(
       test_num_episodes: complete games per level.
       policy: `sampled` (the paper's) or `greedy`.
       num_envs: environment processes per level.
-      record_video: write the first episode of each level as a GIF under `<logdir>/videos`.
+      record_video: write the first episode of each level as an MP4 and a GIF under
+        `<logdir>/videos`.
       seed: environment seeds (slot i: seed + i; the release used 1) and sampling seed.
       progress: called with progress lines (None: silent).
 

@@ -17,7 +17,7 @@ import pytest
 import tensorflow as tf
 
 import dmlab30
-from impala_tf import atari57, configs, envs, evaluation, scores, structures
+from impala_tf import atari57, configs, envs, evaluation, scores, structures, videos
 from impala_tf.envs import toy
 from impala_tf.envs.base import StepStream
 from impala_tf.reports import common
@@ -153,12 +153,18 @@ class _ScriptedPolicy:
 def test_play_level_feeds_back_the_action_taken_and_stops_at_quota(policy):
     scripted = _ScriptedPolicy()
     env = _InProcessBatch([toy.Catch(seed) for seed in (1, 2)])
-    returns, frames = evaluation.play_level(scripted, (), env, num_episodes=3, policy=policy)
+    recording = videos.Recording()
+    returns, frames = evaluation.play_level(
+        scripted, (), env, num_episodes=3, policy=policy, recording=recording
+    )
     # Slot 0 plays 2 games, slot 1 one; every catch game lasts 11 steps: 22 agent steps.
     assert scripted.calls == 22
     assert len(returns) == 3 and frames == [11, 11, 11]
     assert all(r in (-1.0, 1.0) for r in returns)
     np.testing.assert_array_equal(scripted.last_actions[0], [0, 0])
+    assert recording.complete and len(recording.frames) == len(recording.actions) == 11
+    assert recording.actions == [int(a[0]) for a in scripted.last_actions[1:12]]
+    assert sum(recording.rewards) == returns[0]  # Slot 0's first game is episode 0.
     for t in range(1, scripted.calls):
         taken = (t - 1) % 3 if policy == "greedy" else t % 3
         np.testing.assert_array_equal(scripted.last_actions[t], [taken, taken])
@@ -197,9 +203,12 @@ def test_run_test_mode_toy_catch_writes_results_and_gif(tmp_path, no_leaked_chil
     parsed = common.parse_results(written, "catch")  # The report scripts' schema.
     assert parsed.returns["toy/catch"] == entry["returns"]
 
-    gif = iio.imread(tmp_path / "videos" / "toy_catch.gif", index=None)
-    assert gif.shape[0] == 11  # One frame per agent step of the first game.
-    assert gif.shape[1:3] == toy.FRAME_SHAPE[:2]
+    stem = str(tmp_path / "videos" / "toy_catch")
+    assert entry["videos"] == [stem + ".mp4", stem + ".gif"] and entry["video"] == stem + ".mp4"
+    gif = iio.imread(stem + ".gif", index=None)
+    assert gif.shape[0] == 12  # The replayed first game: its first frame and one after each step.
+    assert gif.shape[1:3] == (videos.caption_height(336, False) + 336, 336)  # 24 px x 14.
+    assert iio.imread(stem + ".mp4", index=None).shape[0] == 12 + videos.FPS * videos.HOLD_SECONDS
 
     # Several levels in one evaluation (same observation spec and action count).
     agent, _ = evaluation.restore_agent(config, str(tmp_path))

@@ -245,7 +245,8 @@ def test_returns_figure_per_level(tmp_path):
     by_title = {ax.get_title(): ax for ax in figure.axes}
     catch = by_title["toy/catch"]
     (line,) = catch.get_lines()
-    np.testing.assert_array_equal(line.get_xdata(), [100, 200, 300, 400])
+    np.testing.assert_allclose(line.get_xdata(), [1e-4, 2e-4, 3e-4, 4e-4])  # Millions of frames.
+    assert catch.get_xlabel() == "frames (millions)"
     np.testing.assert_allclose(line.get_ydata(), [1, 1.5, 2.5, 6.5])
     assert len(catch.collections) == 1  # The faint raw points.
     np.testing.assert_allclose(by_title["toy/bandit"].get_lines()[0].get_ydata(), [5, 6])
@@ -254,6 +255,19 @@ def test_returns_figure_per_level(tmp_path):
     with open(paths[0], "rb") as f:
         assert f.read(8) == PNG_SIGNATURE
     assert os.path.getsize(paths[0]) > 1000
+
+
+def test_figures_are_sized_for_a_slide_with_readable_text(tmp_path):
+    write_episodes(tmp_path, [(100_000 * k, "toy/catch", float(k % 3)) for k in range(1, 31)])
+    (path,) = curves.write_curves(str(tmp_path))
+    from PIL import Image
+
+    assert Image.open(path).size == (1600, 960)  # 8 x 4.8 inches at 200 dpi.
+    figure = curves.plot_returns(curves.load_episodes(str(tmp_path)))
+    (ax,) = figure.axes
+    assert ax.xaxis.label.get_size() >= 10 and ax.title.get_size() >= 10
+    assert min(t.get_size() for t in ax.get_xticklabels()) >= 9
+    assert ax.get_lines()[0].get_xdata()[-1] == pytest.approx(3.0)  # The last episode, 3M frames.
 
 
 def dmlab30_log_rows():

@@ -295,5 +295,10 @@ class AtariEnvironment(Environment):
         self._continue_game = done and not self._game_ended
         return reward, done, self._observation()
 
+    def render_rgb(self) -> np.ndarray:
+        """The emulator's current screen in colour, uint8 `[210, 160, 3]`: for videos
+        (`impala_tf.videos`), not for the agent."""
+        return self._ale.getScreenRGB()
+
     def close(self) -> None:
         self._ale = None

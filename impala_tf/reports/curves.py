@@ -4,7 +4,8 @@ Usage::
 
     python -m impala_tf.reports.curves LOGDIR [--output_dir DIR] [--window N]
 
-Writes PNG files (matplotlib, Agg backend) into DIR (default LOGDIR):
+Writes PNG files (matplotlib, Agg backend) into DIR (default LOGDIR), sized for a slide or a paper
+(one panel: 1600 x 960 pixels at 200 dpi, 9.5-12 pt text), frames on the x axis in millions:
 
 - `returns.png`: one panel per level, episode return against environment frames: every episode as a
   faint point, and a trailing rolling mean over the level's last N episodes (default 100; fewer at
@@ -30,12 +31,15 @@ they are not the paper's test protocol of up to 30 no-op starts, Table 4).
 from __future__ import annotations
 
 import argparse
+import functools
 import glob
 import math
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
+import matplotlib
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -45,6 +49,20 @@ from impala_tf.bookkeeping import read_episodes
 
 Episode = dict[str, object]
 MAX_POINTS_PER_LEVEL = 5000  # Raw points drawn per panel (evenly subsampled beyond this).
+DPI = 200
+SLIDE_SIZE = (8.0, 4.8)  # Inches: 1600 x 960 pixels at `DPI`, one figure per slide.
+PANEL_SIZE = (4.0, 3.0)  # Inches per panel of a multi-panel figure.
+FRAMES_LABEL = "frames (millions)"
+# Text sizes in points (readable on a slide and at a paper's column width).
+STYLE = {
+    "font.size": 11,
+    "axes.titlesize": 11,
+    "axes.labelsize": 10.5,
+    "xtick.labelsize": 9.5,
+    "ytick.labelsize": 9.5,
+    "legend.fontsize": 9.5,
+    "figure.titlesize": 12,
+}
 
 
 def load_episodes(logdir: str) -> list[Episode]:
@@ -168,56 +186,87 @@ def atari57_training_medians(episodes: Sequence[Episode]) -> list[tuple[int, flo
     ]
 
 
+def _styled(plot: Callable[..., Any]) -> Callable[..., Any]:
+    """Draws under `STYLE` (text sizes are fixed when the artists are created)."""
+
+    @functools.wraps(plot)
+    def styled(*args: Any, **kwargs: Any) -> Any:
+        with matplotlib.rc_context(STYLE):
+            return plot(*args, **kwargs)
+
+    return styled
+
+
 def _new_figure(width: float, height: float) -> Figure:
     figure = Figure(figsize=(width, height), layout="constrained")
     FigureCanvasAgg(figure)
     return figure
 
 
+def millions(frames: Sequence[float] | np.ndarray) -> np.ndarray:
+    """Frame counts in millions, for the x axis (`FRAMES_LABEL`)."""
+    return np.asarray(frames, dtype=np.float64) / 1e6
+
+
+def _grid_size(num_panels: int) -> tuple[int, int, tuple[float, float]]:
+    """`(rows, columns, figure size in inches)`: one panel fills a slide, more share a grid."""
+    if num_panels <= 1:
+        return 1, 1, SLIDE_SIZE
+    ncols = min(num_panels, 3 if num_panels <= 9 else 5)
+    nrows = math.ceil(num_panels / ncols)
+    width = max(PANEL_SIZE[0] * ncols, SLIDE_SIZE[0])
+    return nrows, ncols, (width, max(PANEL_SIZE[1] * nrows, SLIDE_SIZE[1]))
+
+
+@_styled
 def plot_returns(episodes: Sequence[Episode], window: int = 100) -> Figure:
-    """One panel per level: raw returns (faint points) and their rolling mean (line)."""
+    """One panel per level: raw returns (faint points) and their rolling mean (line), against
+    frames in millions, up to the level's last logged episode."""
     by_level = episodes_by_level(episodes)
     n = len(by_level)
-    ncols = min(n, 6)
-    nrows = math.ceil(n / ncols)
-    figure = _new_figure(max(3.2 * ncols, 6.0), max(2.4 * nrows, 3.6))
+    nrows, ncols, size = _grid_size(n)
+    figure = _new_figure(*size)
     axes = figure.subplots(nrows, ncols, squeeze=False).ravel()
     for ax, (level, (frames, returns)) in zip(axes, by_level.items(), strict=False):
         stride = max(1, math.ceil(len(frames) / MAX_POINTS_PER_LEVEL))
-        ax.scatter(frames[::stride], returns[::stride], s=6, alpha=0.3, color="tab:blue", lw=0)
-        ax.plot(frames, rolling_mean(returns, window), color="tab:blue", lw=1.5)
-        ax.set_title(level, fontsize=8)
-        ax.set_xlabel("environment frames", fontsize=7)
-        ax.set_ylabel("episode return", fontsize=7)
-        ax.tick_params(labelsize=6)
+        x = millions(frames)
+        ax.scatter(x[::stride], returns[::stride], s=8, alpha=0.3, color="tab:blue", lw=0)
+        ax.plot(x, rolling_mean(returns, window), color="tab:blue", lw=1.8)
+        ax.set_title(level)
+        ax.set_xlabel(FRAMES_LABEL)
+        ax.set_ylabel("episode return")
+        ax.set_xlim(left=0.0)
+        ax.grid(alpha=0.3)
     for ax in axes[n:]:
         figure.delaxes(ax)
-    figure.suptitle(
-        f"Episode return (points) and rolling mean over {window} episodes (line)", fontsize=9
-    )
+    figure.suptitle(f"Episode return (points) and rolling mean over {window} episodes (line)")
     return figure
 
 
+@_styled
 def plot_dmlab30_scores(points: Sequence[tuple[int, float, float]]) -> Figure:
-    """Capped and uncapped DMLab-30 human-normalised training score against frames."""
-    figure = _new_figure(6.4, 4.0)
+    """Capped and uncapped DMLab-30 human-normalised training score against frames (millions)."""
+    figure = _new_figure(*SLIDE_SIZE)
     ax = figure.subplots()
-    frames = [p[0] for p in points]
+    frames = millions([p[0] for p in points])
     ax.plot(frames, [p[1] for p in points], label="capped at 100% (paper's score)")
     ax.plot(frames, [p[2] for p in points], label="uncapped", alpha=0.7)
-    ax.set_xlabel("environment frames")
+    ax.set_xlabel(FRAMES_LABEL)
+    ax.grid(alpha=0.3)
     ax.set_ylabel("mean human-normalised score (%)")
     ax.set_title("DMLab-30 training score")
     ax.legend()
     return figure
 
 
+@_styled
 def plot_atari57_medians(points: Sequence[tuple[int, float]]) -> Figure:
-    """Median Atari-57 human-normalised training score against frames."""
-    figure = _new_figure(6.4, 4.0)
+    """Median Atari-57 human-normalised training score against frames (millions)."""
+    figure = _new_figure(*SLIDE_SIZE)
     ax = figure.subplots()
-    ax.plot([p[0] for p in points], [p[1] for p in points], label="median over 57 games")
-    ax.set_xlabel("environment frames")
+    ax.plot(millions([p[0] for p in points]), [p[1] for p in points], label="median over 57 games")
+    ax.set_xlabel(FRAMES_LABEL)
+    ax.grid(alpha=0.3)
     ax.set_ylabel("median human-normalised score (%)")
     ax.set_title("Atari-57 training score")
     ax.legend()
@@ -261,27 +310,28 @@ def load_scalars(logdir: str) -> dict[str, list[tuple[int, float]]]:
     return {tag: sorted(points) for tag, points in scalars.items()}
 
 
+@_styled
 def plot_training(scalars: dict[str, list[tuple[int, float]]]) -> Figure | None:
-    """The learner's own curves against frames (`TRAINING_PANELS`), or None without any."""
+    """The learner's own curves against frames in millions (`TRAINING_PANELS`), or None without
+    any."""
     panels = [p for p in TRAINING_PANELS if any(tag in scalars for tag in p[1])]
     if not panels:
         return None
-    ncols = min(len(panels), 3)
-    nrows = math.ceil(len(panels) / ncols)
-    figure = _new_figure(4.0 * ncols, 2.8 * nrows)
+    nrows, ncols, size = _grid_size(len(panels))
+    figure = _new_figure(*size)
     axes = figure.subplots(nrows, ncols, squeeze=False).ravel()
     for ax, (title, tags, log_scale) in zip(axes, panels, strict=False):
         for tag in tags:
             if tag in scalars:
                 frames, values = zip(*scalars[tag], strict=True)
-                ax.plot(frames, values, lw=1.0, label=tag if len(tags) > 1 else None)
+                ax.plot(millions(frames), values, lw=1.5, label=tag if len(tags) > 1 else None)
         if log_scale:
             ax.set_yscale("log")
         if len(tags) > 1:
-            ax.legend(fontsize=6)
-        ax.set_title(title, fontsize=8)
-        ax.set_xlabel("environment frames", fontsize=7)
-        ax.tick_params(labelsize=6)
+            ax.legend(fontsize=8)
+        ax.set_title(title)
+        ax.set_xlabel(FRAMES_LABEL)
+        ax.grid(alpha=0.3)
     for ax in axes[len(panels) :]:
         figure.delaxes(ax)
     return figure
@@ -317,7 +367,7 @@ def write_curves(logdir: str, output_dir: str | None = None, window: int = 100) 
     paths = []
     for name, figure in figures.items():
         path = os.path.join(output_dir, name)
-        figure.savefig(path, dpi=100)
+        figure.savefig(path, dpi=DPI)
         paths.append(path)
     return paths
 
