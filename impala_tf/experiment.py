@@ -63,7 +63,7 @@ flags.DEFINE_enum("test_policy", "sampled", ["sampled", "greedy"], "Test mode: a
 flags.DEFINE_integer(
     "test_num_envs", 4, "Test mode: environment processes per level.", lower_bound=1
 )
-flags.DEFINE_bool("record_video", False, "Test mode: write a GIF of one episode per level.")
+flags.DEFINE_bool("record_video", False, "Test mode: MP4 and GIF of one episode per level.")
 
 
 def _define_config_flags() -> dict[str, configs.Setting]:

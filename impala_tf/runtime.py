@@ -303,6 +303,7 @@ class _LearnerBooks:
         now = time.time()
         self.last_log = self.last_summary = self.last_checkpoint = self.last_batch = now
         self.last_heartbeat = 0.0
+        self.unsummarized: tuple[dict[str, Any], float] | None = None  # The newest update's logs.
         self.fps_frames, self.fps_time = self.frames, now
         self.stall_reported = False
         self.heartbeat()
@@ -336,6 +337,8 @@ class _LearnerBooks:
             self.summaries.episodes(self.frames, episodes, self.repeats)
             if now - self.last_summary >= self.config.runtime.summary_seconds:
                 self._summaries(logs, policy_lag, now)
+            else:
+                self.unsummarized = (logs, policy_lag)
         if now - self.last_heartbeat >= 1.0:
             self.heartbeat()
         if now - self.last_log >= self.log_every_seconds:
@@ -363,6 +366,7 @@ class _LearnerBooks:
         self.summaries.suite_scores(self.frames, self.recent)
         self.summaries.flush()
         self.last_summary = now
+        self.unsummarized = None
 
     def idle(self) -> None:
         """No batch this second: after `watchdog_seconds` without one, says so (once per stall)
@@ -389,6 +393,11 @@ class _LearnerBooks:
         if self.episode_log is not None:
             self.episode_log.close()
         if self.summaries is not None:
+            if self.unsummarized is not None:  # The final point of the curves.
+                try:
+                    self._summaries(*self.unsummarized, time.time())
+                except Exception as error:  # noqa: BLE001 - shutting down; the run is saved.
+                    print(f"{self.prefix} final summary not written: {error!r}", flush=True)
             self.summaries.flush()
 
 

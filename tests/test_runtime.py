@@ -159,6 +159,20 @@ def test_learns_catch_end_to_end_and_resumes(tmp_path):
         "toy/catch/episode_return",
     ):
         assert tag in tags, sorted(tags)
+    # The learner's last update is summarised at shutdown: the curves reach the final frame count.
+    assert max(_summary_steps(logdir, "total_loss")) >= 60000
+
+
+def _summary_steps(logdir, tag):
+    import glob
+
+    import tensorflow as tf
+
+    steps = []
+    for path in glob.glob(os.path.join(logdir, "events.out.tfevents.*")):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            steps.extend(event.step for value in event.summary.value if value.tag == tag)
+    return steps
 
 
 def _summary_tags(logdir):
