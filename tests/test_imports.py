@@ -76,21 +76,9 @@ def _is_type_checking(test: ast.expr) -> bool:
     )
 
 
-def _is_main_guard(test: ast.expr) -> bool:
-    """`__name__ == "__main__"`."""
-    return (
-        isinstance(test, ast.Compare)
-        and isinstance(test.left, ast.Name)
-        and test.left.id == "__name__"
-        and len(test.comparators) == 1
-        and isinstance(test.comparators[0], ast.Constant)
-        and test.comparators[0].value == "__main__"
-    )
-
-
 def _import_nodes(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
-    """All import statements of `tree` at any depth, except those under `if TYPE_CHECKING:` and
-    `if __name__ == "__main__":`."""
+    """All import statements of `tree` at any depth (`if __name__ == "__main__":` blocks included:
+    a module run as a program depends on them too), except those under `if TYPE_CHECKING:`."""
     found: list[ast.Import | ast.ImportFrom] = []
 
     def visit(node: ast.AST) -> None:
@@ -100,8 +88,6 @@ def _import_nodes(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
             for child in node.orelse:
                 visit(child)
             return
-        if isinstance(node, ast.If) and _is_main_guard(node.test):
-            return  # Runs only when the module is the program, never when it is imported.
         for child in ast.iter_child_nodes(node):
             visit(child)
 

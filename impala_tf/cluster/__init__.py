@@ -18,7 +18,8 @@ per learner for the gradient all-reduce, in the same order as `learner`.
 Machines and ports: `cluster_on_machines` is the one layout rule of a real cluster (learner k
 serves its queue on `Ports.learner` and all-reduces on `Ports.collective` of its machine; actor i
 gets `Ports.actor` plus a slot on its machine). `impala_tf.recipes` renders Kubernetes manifests and
-Slurm batch scripts from it, through this module's command line (no TensorFlow import to render):
+Slurm batch scripts from it, through this package's command line (`impala_tf/cluster/__main__.py`
+runs `recipes.main()`, so this module never imports `recipes` back; no TensorFlow import to render):
 
     python -m impala_tf.cluster render --target=k8s|slurm --num_learners=L --num_actors=N
         [--image=... --namespace=... --output=...] -- --preset=dmlab30 --logdir=/shared/run
@@ -32,7 +33,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import socket
-import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -356,10 +356,3 @@ def learner_strategy(
         rpc_layer="grpc",
     )
     return tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver)
-
-
-if __name__ == "__main__":
-    # `python -m impala_tf.cluster render ...`: the command line lives with the renderers.
-    from impala_tf import recipes
-
-    sys.exit(recipes.main())
