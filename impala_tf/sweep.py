@@ -12,9 +12,10 @@ time) or prints their command lines for a cluster scheduler, and collects each r
     python -m impala_tf.sweep run RUNS_DIR --study=small --parallel=2   # one machine, ~1 hour
     python -m impala_tf.sweep run RUNS_DIR --study=small --seeds=2      # each run twice
     python -m impala_tf.sweep print RUNS_DIR --study=paper              # 960 command lines
-    python -m impala_tf.sweep collect RUNS_DIR                          # final returns (CSV)
+    python -m impala_tf.sweep collect RUNS_DIR --output=runs.csv       # per-run summary (CSV)
     python -m impala_tf.sweep sets                                      # the 24 sets
     python -m impala_tf.reports.table2 RUNS_DIR                         # Table 2, paper beside ours
+    python -m impala_tf.reports.table2 runs.csv                         # the same, from the summary
 
 Flags after `--` are added to every run's command line. `run` skips runs that already finished,
 so an interrupted study continues where it stopped. See docs/table2.md.
@@ -414,11 +415,18 @@ class RunResult:
       manifest: the run's `sweep_run.json`.
       final_return: mean return of its last `episodes` episodes, or None without episodes.
       episodes: how many episodes the final return averages (fewer than K in a short run).
+      frames: the learner's environment frames in its last heartbeat (None without one).
     """
 
     manifest: dict[str, Any]
     final_return: float | None
     episodes: int
+    frames: int | None = None
+
+    @property
+    def counted(self) -> bool:
+        """Whether the run enters a Table 2 cell: it finished and logged episodes."""
+        return self.manifest.get("status") == STATUS_FINISHED and self.final_return is not None
 
 
 def final_return(logdir: str, last_episodes: int = LAST_EPISODES) -> tuple[float | None, int]:
@@ -447,7 +455,9 @@ def collect(runs_dir: str, last_episodes: int = LAST_EPISODES) -> list[RunResult
         if manifest is None:
             continue
         value, count = final_return(directory, last_episodes)
-        results.append(RunResult(manifest, value, count))
+        heartbeat = rundir.read_heartbeat(rundir.RunDir(directory))
+        frames = None if heartbeat is None else heartbeat.environment_frames
+        results.append(RunResult(manifest, value, count, frames))
         subdirs[:] = []  # A run directory holds no other run.
     return results
 
@@ -661,6 +671,7 @@ def _parser() -> argparse.ArgumentParser:
     collector = commands.add_parser("collect", help="final return of every run, as CSV")
     collector.add_argument("runs_dir")
     collector.add_argument("--last_episodes", type=int, default=None, help="K (default 100)")
+    collector.add_argument("--output", default=None, help="write the CSV here, not to stdout")
     sets = commands.add_parser("sets", help="print the sampled hyperparameter sets")
     sets.add_argument("--sets", type=int, default=NUM_SETS)
     sets.add_argument("--seed", type=int, default=DEFAULT_SEED)
@@ -700,7 +711,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "collect":
             if not os.path.isdir(args.runs_dir):
                 raise ValueError(f"{args.runs_dir} is not a directory")
-            _write_results(collect(args.runs_dir, args.last_episodes or LAST_EPISODES))
+            last = args.last_episodes or LAST_EPISODES
+            results = collect(args.runs_dir, last)
+            if args.output:
+                os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
+                with open(args.output, "w", newline="") as f:
+                    write_summary(results, last, args.runs_dir, f)
+            else:
+                write_summary(results, last, args.runs_dir)
             return 0
         study, runs = _planned(args, extra)
     except ValueError as error:
@@ -734,17 +752,114 @@ def _raise_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def _write_results(results: Sequence[RunResult], out: TextIO = sys.stdout) -> None:
-    """One CSV row per run: task, method, replay, set, status, final return, episodes, logdir."""
+# --- The per-run summary (`collect`'s CSV), which `impala_tf.reports.table2` also reads. ---------
+
+SUMMARY_FIELDS = (
+    "task",
+    "method",
+    "replay",
+    "set_index",
+    "repeat",
+    "seed",
+    "entropy_cost",
+    "learning_rate",
+    "epsilon",
+    "status",
+    "exit_code",
+    "wall_seconds",
+    "frames",
+    "episodes",
+    "last_episodes",
+    "final_return",
+    "commit",
+    "run",
+    "flags",
+)
+
+
+def write_summary(
+    results: Sequence[RunResult],
+    last_episodes: int,
+    runs_dir: str | None = None,
+    out: TextIO = sys.stdout,
+) -> None:
+    """One CSV row per run (`SUMMARY_FIELDS`): its cell, set, seed and hyperparameters, status,
+    frames, final return (over its last `last_episodes` episodes), source commit, directory
+    (relative to `runs_dir`) and experiment flags (without `--logdir`)."""
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(
-        ["task", "method", "replay", "set_index", "status", "final_return", "episodes", "logdir"]
-    )
+    writer.writerow(SUMMARY_FIELDS)
     for r in results:
         m = r.manifest
-        value = "" if r.final_return is None else f"{r.final_return:.6g}"
-        row = [m.get(k) for k in ("task", "method", "replay", "set_index", "status")]
-        writer.writerow([*row, value, r.episodes, m.get("logdir")])
+        h = m.get("hyperparameters", {})
+        logdir = str(m.get("logdir", ""))
+        run = os.path.relpath(logdir, runs_dir) if runs_dir and logdir else logdir
+        command = [str(a) for a in m.get("command", [])[len(EXPERIMENT) + 1 :]]
+        flags = " ".join(a for a in command if not a.startswith("--logdir="))
+        wall = m.get("wall_seconds")
+        row = {
+            **{k: m.get(k) for k in ("task", "method", "replay", "set_index", "status")},
+            "repeat": m.get("repeat", 0),
+            "seed": m.get("seed"),
+            **{k: h.get(k) for k in ("entropy_cost", "learning_rate", "epsilon")},
+            "exit_code": m.get("exit_code"),
+            "wall_seconds": None if wall is None else f"{float(wall):.1f}",
+            "frames": r.frames,
+            "episodes": r.episodes,
+            "last_episodes": last_episodes,
+            "final_return": None if r.final_return is None else f"{r.final_return:.6g}",
+            "commit": (m.get("source") or {}).get("commit"),
+            "run": run,
+            "flags": flags,
+        }
+        writer.writerow(["" if row[k] is None else row[k] for k in SUMMARY_FIELDS])
+
+
+def read_summary(path: str) -> tuple[list[RunResult], int]:
+    """The runs of a summary written by `write_summary`, and its K (episodes per final return).
+
+    Raises:
+      ValueError: the file is not such a summary.
+    """
+
+    def number(text: str, kind: type) -> Any:
+        return None if text == "" else kind(text)
+
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        missing = set(SUMMARY_FIELDS) - set(reader.fieldnames or ())
+        if missing:
+            raise ValueError(f"{path} is not a sweep summary (missing {sorted(missing)})")
+        rows = list(reader)
+    results, ks = [], set()
+    for row in rows:
+        manifest = {
+            "task": row["task"],
+            "method": row["method"],
+            "replay": row["replay"] == "True",
+            "set_index": int(row["set_index"]),
+            "repeat": int(row["repeat"] or 0),
+            "seed": number(row["seed"], int),
+            "hyperparameters": {
+                k: number(row[k], float) for k in ("entropy_cost", "learning_rate", "epsilon")
+            },
+            "status": row["status"],
+            "exit_code": number(row["exit_code"], int),
+            "wall_seconds": number(row["wall_seconds"], float),
+            "source": {"commit": row["commit"] or None},
+            "logdir": row["run"],
+        }
+        ks.add(int(row["last_episodes"]))
+        results.append(
+            RunResult(
+                manifest,
+                number(row["final_return"], float),
+                int(row["episodes"] or 0),
+                number(row["frames"], int),
+            )
+        )
+    if len(ks) > 1:
+        raise ValueError(f"{path} mixes final returns over different K: {sorted(ks)}")
+    return results, (ks.pop() if ks else LAST_EPISODES)
 
 
 if __name__ == "__main__":

@@ -245,13 +245,15 @@ def test_best_mean_takes_the_best_three():
     assert table2.best_mean([1.0, 5.0, 3.0], best=1) == 5.0
 
 
-def _result(task, method, replay, set_index, value):
+def _result(task, method, replay, set_index, value, status="finished", repeat=0):
     manifest = {
         "task": task,
         "method": method,
         "replay": replay,
         "set_index": set_index,
-        "status": "finished",
+        "status": status,
+        "repeat": repeat,
+        "seed": sweep.run_seed(set_index, repeat),
         "hyperparameters": {"entropy_cost": 1e-3, "learning_rate": 1e-4, "epsilon": 0.1},
     }
     return sweep.RunResult(manifest, value, 0 if value is None else 100)
@@ -265,7 +267,7 @@ def test_report_puts_the_best_three_mean_beside_the_paper():
                 results.append(
                     _result("rooms_watermaze", method, replay, s, value + m + 10 * replay)
                 )
-    results.append(_result("rooms_watermaze", "none", True, 4, None))  # No episodes: ignored.
+    results.append(_result("rooms_watermaze", "none", True, 4, None))  # No episodes: excluded.
     report = table2.build_report(results)
     tables, lines = common.parse_csv_report(report.render("csv"))
     rows = tables[table2.TITLE]
@@ -281,7 +283,8 @@ def test_report_puts_the_best_three_mean_beside_the_paper():
         assert row["Sets"] == "4"
     assert float(rows[0]["Task 1 paper"]) == 46.8  # V-trace without replay, rooms_watermaze.
     assert float(rows[7]["Task 1 paper"]) == 35.0  # No-correction with replay.
-    assert lines[-1] == "Runs with episodes: 32 of 33"
+    assert [r["Excluded"] for r in rows] == ["0"] * 7 + ["1"]
+    assert lines[-1] == "Runs counted: 32 of 33"
     assert len(tables) == 1  # On a paper task the paper's values are beside ours.
     markdown = report.render("markdown")
     assert "Task 1 = rooms_watermaze" in markdown
@@ -306,6 +309,90 @@ def test_report_on_a_toy_study_adds_the_papers_table():
     paper = tables["Table 2 as printed in the paper (DMLab, best 3 of 24 sets)"]
     assert [float(paper[4][f"Task {i}"]) for i in range(1, 6)] == [47.1, 35.8, 34.5, 250.8, 46.9]
     assert len(tables["Runs"]) == 2
+
+
+def test_failed_timed_out_and_unfinished_runs_are_excluded_and_counted_per_cell():
+    """A timed-out 0.9 and a failed 0.8 once made a cell of 0.67 from three runs; only finished
+    runs with episodes count, and the report says how many were left out of each cell."""
+    results = [
+        _result("toy/catch", "vtrace", True, 0, 0.5),
+        _result("toy/catch", "vtrace", True, 1, 0.3),
+        _result("toy/catch", "vtrace", True, 2, 0.9, status="timeout"),
+        _result("toy/catch", "vtrace", True, 3, 0.8, status="failed"),
+        _result("toy/catch", "vtrace", True, 4, 0.7, status="running"),
+        _result("toy/catch", "vtrace", True, 5, 0.6, status="interrupted"),
+        _result("toy/catch", "none", True, 0, -0.5),
+        _result("toy/catch", "none", True, 1, -0.1),
+        _result("toy/catch", "none", True, 2, 0.2),
+    ]
+    report = table2.build_report(results)
+    tables, lines = common.parse_csv_report(report.render("csv"))
+    vtrace, none = tables[table2.TITLE]
+    assert float(vtrace["toy/catch ours"]) == pytest.approx(0.4)  # (0.5 + 0.3) / 2.
+    assert (vtrace["Sets"], vtrace["Excluded"]) == ("2", "4")
+    assert float(none["toy/catch ours"]) == pytest.approx(-0.4 / 3)
+    assert (none["Sets"], none["Excluded"]) == ("3", "0")
+    markdown = report.render("markdown")
+    assert "toy/catch / V-trace / replay: 1 failed, 1 interrupted, 1 running, 1 timeout" in markdown
+    assert "Cells with fewer than 3 sets counted: toy/catch / V-trace / replay." in markdown
+    assert lines[-1] == "Runs counted: 5 of 9"
+
+
+def test_with_two_seeds_each_seeds_best_three_over_the_paired_sets():
+    results = []
+    per_seed = {0: [1.0, 0.2, 0.8, -0.5], 1: [0.6, 0.4, 0.9, 0.7]}
+    for repeat, values in per_seed.items():
+        for s, value in enumerate(values):
+            results.append(_result("toy/catch", "vtrace", False, s, value, repeat=repeat))
+    results.append(_result("toy/catch", "vtrace", False, 4, 5.0, repeat=0))  # Seed 2 not run.
+    results.append(_result("toy/catch", "vtrace", False, 4, None, "failed", repeat=1))
+    report = table2.build_report(results)
+    tables, _ = common.parse_csv_report(report.render("csv"))
+    (row,) = tables[table2.TITLE]
+    seed_1 = (1.0 + 0.8 + 0.2) / 3  # Set 4 (5.0) is not paired: seed 2 has no run of it.
+    seed_2 = (0.9 + 0.7 + 0.6) / 3
+    assert float(row["toy/catch ours"]) == pytest.approx((seed_1 + seed_2) / 2)
+    assert row["toy/catch per seed"] == f"{seed_1:.2f} / {seed_2:.2f}"
+    assert (row["Sets"], row["Excluded"]) == ("4", "1")
+    assert "toy/catch / V-trace / no replay: 1" in report.render("markdown")  # Unpaired.
+    spread = tables[table2.SEEDS_TITLE]
+    assert [int(r["Set"]) for r in spread] == [0, 1, 2, 3, 4]
+    assert float(spread[3]["Spread (max - min)"]) == pytest.approx(1.2)  # -0.5 vs 0.7.
+    assert spread[4]["Seed 2"] == "" and spread[4]["Spread (max - min)"] == ""
+
+
+@pytest.mark.timeout(120)
+def test_the_summary_file_gives_the_same_report_as_the_runs(tmp_path):
+    runs_dir = tmp_path / "runs"
+    study = sweep.STUDIES["small"]
+    sets = sweep.prepare(str(runs_dir), study, 2, seed=1)
+    runs = sweep.plan(study, str(runs_dir), sets, methods=["vtrace", "none"], seeds=2)
+    sweep.execute(
+        runs, parallel=2, argv_prefix=_fake(tmp_path), out=io.StringIO(), poll_seconds=0.05
+    )
+    summary = tmp_path / "summary.csv"
+    assert sweep.main(["collect", str(runs_dir), f"--output={summary}"]) == 0
+    results, k = sweep.read_summary(str(summary))
+    assert k == sweep.LAST_EPISODES and len(results) == len(runs) == 16
+    rows = list(csv.DictReader(open(summary)))
+    assert set(rows[0]) == set(sweep.SUMMARY_FIELDS)
+    by_run = {r["run"]: r for r in rows}
+    for run in runs:
+        row = by_run[os.path.relpath(run.logdir, runs_dir)]
+        assert (int(row["seed"]), int(row["repeat"]), row["status"]) == (
+            run.seed,
+            run.repeat,
+            "finished",
+        )
+        assert f"--seed={run.seed}" in row["flags"] and "--logdir" not in row["flags"]
+        assert float(row["learning_rate"]) == run.hyperparameters.learning_rate
+    from_dir = str(tmp_path / "from_dir.md")
+    from_file = str(tmp_path / "from_file.md")
+    assert table2.main([str(runs_dir), f"--output={from_dir}"]) == 0
+    assert table2.main([str(summary), f"--output={from_file}"]) == 0
+    assert open(from_dir).read() == open(from_file).read()
+    assert table2.SEEDS_TITLE in open(from_file).read()
+    assert table2.main([str(summary), "--last_episodes=50"]) == 1  # The file's K is 100.
 
 
 PAPER_TABLE_2 = """
@@ -432,4 +519,4 @@ def test_a_tiny_study_runs_and_reports(tmp_path):
         ("with replay", "No-correction"),
     ]
     assert all(r["toy/catch ours"] != "" and r["Sets"] == "2" for r in ours)
-    assert lines[-1] == "Runs with episodes: 4 of 4"
+    assert lines[-1] == "Runs counted: 4 of 4"

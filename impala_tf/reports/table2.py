@@ -2,24 +2,32 @@
 
 Usage::
 
-    python -m impala_tf.reports.table2 RUNS_DIR [--best=3] [--last_episodes=100] [--runs]
-        [--format=markdown|csv] [--output=PATH]
+    python -m impala_tf.reports.table2 RUNS_DIR|SUMMARY.csv [--best=3] [--last_episodes=100]
+        [--runs] [--format=markdown|csv] [--output=PATH]
 
 RUNS_DIR holds the runs of `python -m impala_tf.sweep` (each with its `sweep_run.json` manifest and
-`episodes.csv`). A run's final return is the mean return of its last K episodes (K = 100 by
-default); a cell (task, correction, replay) is the mean of the best 3 final returns over its
-hyperparameter sets, as in the paper ("the 3 best of 24"). Rows follow the paper's layout (without
-replay, then with replay; V-trace, 1-Step, epsilon-correction, No-correction); each of the paper's
-five tasks gets our column and the paper's beside it, and any other task (a toy task of the small
-study) our column alone, followed by the paper's table as printed. `--runs` adds every run's final
-return. The output ends with the number of runs that have episodes.
+`episodes.csv`); SUMMARY.csv is the per-run summary `python -m impala_tf.sweep collect RUNS_DIR
+--output=SUMMARY.csv` writes (what docs/results/ commits). A run's final return is the mean return
+of its last K episodes (K = 100 by default). Only runs that finished and logged episodes count:
+unfinished (planned, running, interrupted), failed and timed-out runs are excluded, and the table
+says how many per cell. A cell (task, correction, replay) of one seed is the mean of the best 3
+final returns over its hyperparameter sets, as in the paper ("the 3 best of 24"); with several
+seeds per set (`--seeds`), each seed's best-3 mean is computed over the sets counted for every
+seed of the cell, and the cell shows their mean and each seed's value. Rows follow the paper's
+layout (without replay, then with replay; V-trace, 1-Step, epsilon-correction, No-correction);
+each of the paper's five tasks gets our column and the paper's beside it, and any other task (a toy
+task of the small study) our column alone, followed by the paper's table as printed. With several
+seeds a second table gives every run's final return per seed and their spread. `--runs` adds
+every run. The output ends with the number of runs counted.
 
 See docs/table2.md.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import os
 import sys
 from collections.abc import Iterable, Sequence
 
@@ -28,6 +36,7 @@ from impala_tf.reports import common, paper_table2
 from impala_tf.reports.common import Column, Report, Table
 
 TITLE = "Table 2: off-policy corrections, average final return of the best 3 of the sets"
+SEEDS_TITLE = "Seed to seed: each run's final return, per set"
 
 
 def best_mean(values: Iterable[float], best: int = paper_table2.BEST_OF) -> float | None:
@@ -50,18 +59,75 @@ def _ordered_tasks(tasks: Iterable[str]) -> list[str]:
     return paper + sorted(tasks - set(paper))
 
 
-def cells(
-    results: Sequence[sweep.RunResult],
-) -> dict[tuple[str, str, bool], list[float]]:
-    """`(task, method, replay)` -> final returns of its runs that have episodes."""
-    table: dict[tuple[str, str, bool], list[float]] = {}
+def _status(r: sweep.RunResult) -> str:
+    status = str(r.manifest.get("status") or "unknown")
+    if status == sweep.STATUS_FINISHED and r.final_return is None:
+        return "finished without episodes"
+    return status
+
+
+@dataclasses.dataclass
+class Cell:
+    """The runs of one (task, correction, replay) cell.
+
+    Attributes:
+      values: repeat (seed index) -> set index -> final return, of the counted runs.
+      excluded: status -> how many runs of the cell were not counted.
+    """
+
+    values: dict[int, dict[int, float]] = dataclasses.field(default_factory=dict)
+    excluded: dict[str, int] = dataclasses.field(default_factory=dict)
+
+    @property
+    def repeats(self) -> list[int]:
+        return sorted(self.values)
+
+    def paired_sets(self) -> list[int]:
+        """The sets counted for every seed of the cell (all counted sets with one seed)."""
+        if not self.values:
+            return []
+        common = set.intersection(*(set(v) for v in self.values.values()))
+        return sorted(common)
+
+    def seed_values(self, best: int) -> list[float]:
+        """Each seed's best-`best` mean over the paired sets, in repeat order."""
+        sets = self.paired_sets()
+        values = [best_mean([self.values[r][s] for s in sets], best) for r in self.repeats]
+        return [v for v in values if v is not None]
+
+    def unpaired(self) -> int:
+        """Counted runs left out because some seed of their set is not counted."""
+        sets = set(self.paired_sets())
+        return sum(1 for v in self.values.values() for s in v if s not in sets)
+
+    def num_excluded(self) -> int:
+        return sum(self.excluded.values())
+
+
+def cells(results: Sequence[sweep.RunResult]) -> dict[tuple[str, str, bool], Cell]:
+    """`(task, method, replay)` -> its `Cell` (counted runs by seed and set, excluded ones)."""
+    table: dict[tuple[str, str, bool], Cell] = {}
     for r in results:
         m = r.manifest
         key = (str(m["task"]), str(m["method"]), bool(m["replay"]))
-        table.setdefault(key, [])
-        if r.final_return is not None:
-            table[key].append(r.final_return)
+        cell = table.setdefault(key, Cell())
+        if r.counted:
+            repeat = int(m.get("repeat") or 0)
+            cell.values.setdefault(repeat, {})[int(m["set_index"])] = float(r.final_return)
+        else:
+            status = _status(r)
+            cell.excluded[status] = cell.excluded.get(status, 0) + 1
     return table
+
+
+def _seeds_text(values: Sequence[float]) -> str:
+    return " / ".join(f"{v:.2f}" for v in values)
+
+
+def _cell_name(task: str, method: str, replay: bool) -> str:
+    return f"{task} / {paper_table2.METHOD_LABELS.get(method, method)} / " + (
+        "replay" if replay else "no replay"
+    )
 
 
 def table_2(
@@ -70,13 +136,16 @@ def table_2(
     """The paper's layout with our cells (and the paper's, for its tasks)."""
     by_cell = cells(results)
     tasks = _ordered_tasks(task for task, _, _ in by_cell)
+    seeded = max((len(c.repeats) for c in by_cell.values()), default=0) > 1
     columns = [Column("Replay"), Column("Correction")]
     for task in tasks:
         label = _task_label(task)
         columns.append(Column(f"{label} ours", digits=2))
+        if seeded:
+            columns.append(Column(f"{label} per seed"))
         if task in paper_table2.TASKS:
             columns.append(Column(f"{label} paper", digits=1))
-    columns.append(Column("Sets", numeric=True))
+    columns += [Column("Sets", numeric=True), Column("Excluded", numeric=True)]
     table = Table(TITLE.replace("best 3", f"best {best}"), columns)
     methods = [m for m in paper_table2.METHODS if any(m == k[1] for k in by_cell)]
     for replay in (False, True):
@@ -87,34 +156,142 @@ def table_2(
                 "with replay" if replay else "without replay",
                 paper_table2.METHOD_LABELS[method],
             ]
-            counts = []
+            counts, excluded = [], 0
             for task in tasks:
-                values = by_cell.get((task, method, replay), [])
-                counts.append(len(values))
-                row.append(best_mean(values, best))
+                cell = by_cell.get((task, method, replay), Cell())
+                per_seed = cell.seed_values(best)
+                counts.append(len(cell.paired_sets()))
+                excluded += cell.num_excluded()
+                row.append(math.fsum(per_seed) / len(per_seed) if per_seed else None)
+                if seeded:
+                    row.append(_seeds_text(per_seed) if per_seed else None)
                 if task in paper_table2.TASKS:
                     row.append(paper_table2.paper_value(task, method, replay))
             low, high = min(counts), max(counts)
             row.append(str(low) if low == high else f"{low}-{high}")
+            row.append(excluded)
             table.add_row(row)
     named = [f"Task {i + 1} = {t}" for i, t in enumerate(paper_table2.TASKS) if t in tasks]
     if named:
         table.notes.append("Tasks as in the paper: " + ", ".join(named) + ".")
     k = last_episodes or sweep.LAST_EPISODES
+    seeds_note = (
+        " With several seeds per set, each seed's best-"
+        f"{best} mean is taken over the sets counted for every seed of the cell; 'ours' is the "
+        "mean of the seeds' values, 'per seed' lists them."
+        if seeded
+        else ""
+    )
     table.notes.append(
         f"Ours: a run's final return is the mean return of its last {k} episodes; a cell is the "
-        f"mean of its best {best} runs' final returns. Sets: runs with episodes per cell (a cell "
-        f"with fewer than {best} averages those it has)."
+        f"mean of its best {best} runs' final returns.{seeds_note} Sets: sets counted per cell "
+        f"(a cell with fewer than {best} averages those it has). Excluded: runs of the row that "
+        "did not finish, failed, timed out or logged no episode (never in the best "
+        f"{best})."
     )
     short = sorted(
-        {
-            f"{t} / {m} / {'replay' if r else 'no replay'}"
-            for (t, m, r), v in by_cell.items()
-            if len(v) < best
-        }
+        _cell_name(*key) for key, cell in by_cell.items() if len(cell.paired_sets()) < best
     )
     if short:
-        table.notes.append(f"Cells with fewer than {best} runs with episodes: {'; '.join(short)}.")
+        table.notes.append(f"Cells with fewer than {best} sets counted: {'; '.join(short)}.")
+    excluded = [
+        f"{_cell_name(*key)}: "
+        + ", ".join(f"{n} {status}" for status, n in sorted(cell.excluded.items()))
+        for key, cell in sorted(by_cell.items())
+        if cell.excluded
+    ]
+    if excluded:
+        table.notes.append("Excluded runs: " + "; ".join(excluded) + ".")
+    unpaired = [
+        f"{_cell_name(*key)}: {cell.unpaired()}"
+        for key, cell in sorted(by_cell.items())
+        if cell.unpaired()
+    ]
+    if unpaired:
+        table.notes.append(
+            "Counted runs left out because another seed of their set is not counted: "
+            + "; ".join(unpaired)
+            + "."
+        )
+    return table
+
+
+def seeds_table(results: Sequence[sweep.RunResult]) -> Table:
+    """Every (cell, set) with counted runs: each seed's final return, their mean and spread."""
+    by_cell = cells(results)
+    repeats = sorted({r for c in by_cell.values() for r in c.repeats})
+    seeds: dict[int, set[int]] = {}
+    for r in results:
+        if r.counted and r.manifest.get("seed") is not None:
+            seeds.setdefault(int(r.manifest.get("repeat") or 0), set()).add(int(r.manifest["seed"]))
+    columns = [Column("Task"), Column("Replay"), Column("Correction"), Column("Set", numeric=True)]
+    columns += [Column(f"Seed {i + 1}", digits=2) for i in range(len(repeats))]
+    columns += [Column("Mean", digits=2), Column("Spread (max - min)", digits=2)]
+    table = Table(SEEDS_TITLE, columns)
+    methods = {m: i for i, m in enumerate(paper_table2.METHODS)}
+    for (task, method, replay), cell in sorted(
+        by_cell.items(), key=lambda kv: (kv[0][0], kv[0][2], methods.get(kv[0][1], 99))
+    ):
+        for s in sorted({s for v in cell.values.values() for s in v}):
+            values = [cell.values.get(r, {}).get(s) for r in repeats]
+            present = [v for v in values if v is not None]
+            table.add_row(
+                [
+                    task,
+                    "yes" if replay else "no",
+                    paper_table2.METHOD_LABELS.get(method, method),
+                    s,
+                    *values,
+                    math.fsum(present) / len(present),
+                    max(present) - min(present) if len(present) > 1 else None,
+                ]
+            )
+    table.notes.append(
+        "Seed i of set s runs with --seed=s + 1 + "
+        f"{sweep.SEED_STRIDE} (i - 1) (`impala_tf.sweep.run_seed`), the same for every correction; "
+        "a blank is a run not counted."
+    )
+    return table
+
+
+def runs_table(results: Sequence[sweep.RunResult]) -> Table:
+    """Every run: its cell, set, seed, hyperparameters, status and final return."""
+    table = Table(
+        "Runs",
+        [
+            Column("Task"),
+            Column("Correction"),
+            Column("Replay"),
+            Column("Set", numeric=True),
+            Column("Seed", numeric=True),
+            Column("Entropy cost", numeric=True),
+            Column("Learning rate", numeric=True),
+            Column("Epsilon", numeric=True),
+            Column("Status"),
+            Column("Frames", numeric=True),
+            Column("Episodes", numeric=True),
+            Column("Final return", digits=3),
+        ],
+    )
+    for r in results:
+        m = r.manifest
+        h = m.get("hyperparameters", {})
+        table.add_row(
+            [
+                m.get("task"),
+                paper_table2.METHOD_LABELS.get(m.get("method"), m.get("method")),
+                "yes" if m.get("replay") else "no",
+                m.get("set_index"),
+                m.get("seed"),
+                f"{h.get('entropy_cost', float('nan')):.3g}",
+                f"{h.get('learning_rate', float('nan')):.3g}",
+                f"{h.get('epsilon', float('nan')):.0e}",
+                _status(r),
+                r.frames,
+                r.episodes,
+                r.final_return,
+            ]
+        )
     return table
 
 
@@ -138,43 +315,6 @@ def paper_table() -> Table:
     return table
 
 
-def runs_table(results: Sequence[sweep.RunResult]) -> Table:
-    """Every run: its cell, set, hyperparameters, status and final return."""
-    table = Table(
-        "Runs",
-        [
-            Column("Task"),
-            Column("Correction"),
-            Column("Replay"),
-            Column("Set", numeric=True),
-            Column("Entropy cost", numeric=True),
-            Column("Learning rate", numeric=True),
-            Column("Epsilon", numeric=True),
-            Column("Status"),
-            Column("Episodes", numeric=True),
-            Column("Final return", digits=3),
-        ],
-    )
-    for r in results:
-        m = r.manifest
-        h = m.get("hyperparameters", {})
-        table.add_row(
-            [
-                m.get("task"),
-                paper_table2.METHOD_LABELS.get(m.get("method"), m.get("method")),
-                "yes" if m.get("replay") else "no",
-                m.get("set_index"),
-                f"{h.get('entropy_cost', float('nan')):.3g}",
-                f"{h.get('learning_rate', float('nan')):.3g}",
-                f"{h.get('epsilon', float('nan')):.0e}",
-                m.get("status"),
-                r.episodes,
-                r.final_return,
-            ]
-        )
-    return table
-
-
 def build_report(
     results: Sequence[sweep.RunResult],
     best: int = paper_table2.BEST_OF,
@@ -191,12 +331,14 @@ def build_report(
     if not results:
         raise ValueError("no runs found (no sweep_run.json under the directory)")
     tables = [table_2(results, best, last_episodes)]
+    if len({int(r.manifest.get("repeat") or 0) for r in results if r.counted}) > 1:
+        tables.append(seeds_table(results))
     if not any(r.manifest.get("task") in paper_table2.TASKS for r in results):
         tables.append(paper_table())
     if include_runs:
         tables.append(runs_table(results))
-    with_episodes = sum(r.final_return is not None for r in results)
-    return Report(tables, [f"Runs with episodes: {with_episodes} of {len(results)}"])
+    counted = sum(r.counted for r in results)
+    return Report(tables, [f"Runs counted: {counted} of {len(results)}"])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -205,22 +347,36 @@ def main(argv: Sequence[str] | None = None) -> int:
         "python -m impala_tf.reports.table2",
         "Render the IMPALA paper's Table 2 (section 5.2.2) next to a study's runs.",
     )
-    parser.add_argument("runs_dir", help="the study's directory (python -m impala_tf.sweep)")
+    parser.add_argument(
+        "runs_dir",
+        help="the study's directory (python -m impala_tf.sweep), or its per-run summary CSV "
+        "(python -m impala_tf.sweep collect RUNS_DIR --output=...)",
+    )
     parser.add_argument("--best", type=int, default=paper_table2.BEST_OF, help="best N per cell")
     parser.add_argument(
         "--last_episodes",
         type=int,
-        default=sweep.LAST_EPISODES,
-        help="K: a run's final return is the mean of its last K episodes",
+        default=None,
+        help="K: a run's final return is the mean of its last K episodes (default 100; a summary "
+        "file's own K)",
     )
     parser.add_argument("--runs", action="store_true", help="add a table of every run")
     args = parser.parse_args(argv)
 
     def build() -> Report:
-        if args.last_episodes < 1:
+        if args.last_episodes is not None and args.last_episodes < 1:
             raise ValueError(f"--last_episodes must be >= 1, got {args.last_episodes}")
-        results = sweep.collect(args.runs_dir, args.last_episodes)
-        return build_report(results, args.best, args.last_episodes, args.runs)
+        if os.path.isfile(args.runs_dir):
+            results, last = sweep.read_summary(args.runs_dir)
+            if args.last_episodes not in (None, last):
+                raise ValueError(
+                    f"{args.runs_dir} holds final returns over the last {last} episodes; "
+                    f"collect the runs again for K = {args.last_episodes}"
+                )
+        else:
+            last = args.last_episodes or sweep.LAST_EPISODES
+            results = sweep.collect(args.runs_dir, last)
+        return build_report(results, args.best, last, args.runs)
 
     return common.render_report(build, args)
 
