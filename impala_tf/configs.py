@@ -782,12 +782,12 @@ PRESETS["atari57_pbt"] = _pbt_preset(
 
 
 # PopArt (Hessel et al. 2019, "Multi-task Deep Reinforcement Learning with PopArt"; beyond the
-# IMPALA paper; docs/popart.md): the suite presets with `popart` on. The statistics' step size and
-# sigma bounds are the fields' defaults (the PopArt paper's appendix). Everything else is the IMPALA
-# preset's: the PopArt paper trains the same IMPALA agent and compares with it. On Atari-57 the
-# PopArt paper's headline result (Table 1, "Atari-57": 110.7 % median human-normalised score) keeps
-# IMPALA's reward clipping to [-1, 1]; its "Atari-57 (unclipped)" benchmark (101.5 %) is
-# `--preset=atari57_popart --reward_clipping=none`.
+# IMPALA paper; docs/popart.md): the suite presets with `popart` on. The statistics' rule, step size
+# and sigma bounds are the fields' defaults (the PopArt paper's implementation notes). Everything
+# else is the IMPALA preset's: the PopArt paper trains the same IMPALA agent and compares with it. On
+# Atari-57 the PopArt paper's headline result (Table 1, "Atari-57": 110.7 % median human-normalised
+# score, random starts) keeps IMPALA's reward clipping to [-1, 1]; its "Atari-57 (unclipped)"
+# benchmark (107.0 %) is `--preset=atari57_popart --reward_clipping=none`.
 
 
 def _popart_preset(base: str) -> dict[str, dict[str, Any]]:

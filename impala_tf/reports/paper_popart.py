@@ -12,17 +12,23 @@ summarises PopArt-IMPALA on three multi-task benchmarks:
 - DmLab-30: mean capped human-normalised score over the 30 levels, test levels here (ours:
   `--preset=dmlab30_popart`).
 
-What is transcribed and how sure we are (the paper's text could not be re-read in full while this
-was written; see docs/popart.md):
+Where the numbers come from. The PopArt paper's own text could not be read while this was written;
+each value is what secondary sources that quote its Table 1 give, and none is marked verified
+against the paper (`verified` is False for all three; `status` says what is established):
 
-- 72.8 % (DmLab-30) and a median above 100 % on Atari-57 ("exceeds median human performance", the
-  abstract): confirmed by an independent summary of the paper, which quotes 72.8 % and 110 %.
-  That 72.8 % is the test-level score (the paper's Table 1 gives train and test) follows the
-  comparison with the IMPALA paper's 49.4 % test score; UNVERIFIED against the table itself.
-- 110.7 % (Atari-57) and 101.5 % (Atari-57 unclipped) are our reading of Table 1; UNVERIFIED to
-  the decimal (110 % is confirmed, see above).
-- The paper's own IMPALA baselines in Table 1 (retrained with PBT and the PopArt paper's budgets)
-  are not transcribed; reports compare with the IMPALA paper's Table 3 / Table 4 rows instead.
+- Atari-57: 110.7 %, the median with random (no-op) starts, the start condition of our evaluation
+  (up to 30 no-ops). One source quotes the table cell; another summary gives "110 %", and the
+  abstract says the agent "exceeds median human performance".
+- Atari-57 (unclipped): 107.0 %, random starts, from the same source quoting the table. The same
+  source notes that the paper's text rounds the unclipped median to about 101 %; the table is
+  preferred. (An earlier transcription here used 101.5 %, which is not the unclipped random-starts
+  cell; UNVERIFIED which cell it is.)
+- DmLab-30: 72.8 % mean capped human-normalised score, quoted by two independent sources. That it
+  is the test-level score (Table 1 gives train and test) follows from those sources' comparison
+  with IMPALA's test scores; UNVERIFIED against the table itself.
+- The paper's own IMPALA baselines in Table 1 (retrained with PBT and the PopArt paper's budgets;
+  one source quotes 59.7 % clipped and 0.3 % unclipped, random starts) are not used; reports
+  compare with the IMPALA paper's Table 3 / Table 4 rows instead.
 
 Pure data: this module imports only the standard library.
 """
@@ -44,7 +50,9 @@ class PopArtResult(NamedTuple):
       metric: what the percentage is ("mean capped human-normalised" or "median human-normalised").
       popart_impala: PopArt-IMPALA's published score in percent.
       source: where in the PopArt paper it is printed.
-      verified: True when the value was checked against the paper's text (see the module docstring).
+      verified: True when the value was checked against the paper's own text (see the module
+        docstring: no value is, yet).
+      status: what establishes the value, and what is uncertain.
     """
 
     benchmark: str
@@ -52,6 +60,7 @@ class PopArtResult(NamedTuple):
     popart_impala: float
     source: str
     verified: bool
+    status: str
 
 
 TABLE_1: dict[str, PopArtResult] = {
@@ -60,21 +69,24 @@ TABLE_1: dict[str, PopArtResult] = {
         "mean capped human-normalised",
         72.8,
         "PopArt paper, Table 1 (DmLab-30, test)",
-        True,
+        False,
+        "value quoted by two secondary sources; the test split UNVERIFIED",
     ),
     ATARI57: PopArtResult(
         ATARI57,
         "median human-normalised",
         110.7,
-        "PopArt paper, Table 1 (abstract: above the median human)",
+        "PopArt paper, Table 1 (Atari-57, random starts)",
         False,
+        "cell quoted by a secondary source (another: 110 %); UNVERIFIED against the paper",
     ),
     ATARI57_UNCLIPPED: PopArtResult(
         ATARI57_UNCLIPPED,
         "median human-normalised",
-        101.5,
-        "PopArt paper, Table 1",
+        107.0,
+        "PopArt paper, Table 1 (Atari-57 unclipped, random starts)",
         False,
+        "cell quoted by a secondary source (the paper's text: about 101 %); UNVERIFIED",
     ),
 }
 
