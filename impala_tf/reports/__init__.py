@@ -7,6 +7,8 @@ Scripts (each a `main` with argparse; Python + matplotlib, TensorFlow only where
 - `python -m impala_tf.reports.atari57 RESULTS.json [...]`: Table 4 and Table C.1.
 - `python -m impala_tf.reports.curves LOGDIR`: learning curves from `<logdir>/episodes.csv`, with the
   DMLab-30 / Atari-57 training scores the release's learner logged.
+- `python -m impala_tf.reports.run_page LOGDIR`: one self-contained HTML page per run (curves,
+  evaluation table, videos, configuration) in `<logdir>/report.html`.
 - `python -m impala_tf.reports.bars RESULTS.json`: per-level human-normalised test scores against the
   paper's (Table B.1, Table C.1).
 - `python -m impala_tf.reports.throughput BENCHMARK.json`: a Table-1-style throughput table.

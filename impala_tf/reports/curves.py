@@ -337,6 +337,30 @@ def plot_training(scalars: dict[str, list[tuple[int, float]]]) -> Figure | None:
     return figure
 
 
+def figures(logdir: str, window: int = 100) -> dict[str, Figure]:
+    """The figures of the module docstring, by file name (`returns.png` first).
+
+    Raises:
+      FileNotFoundError: no episode log in `logdir`.
+      ValueError: the log has no episodes or unexpected columns.
+    """
+    episodes = load_episodes(logdir)
+    drawn = {"returns.png": plot_returns(episodes, window)}
+    kind = run_kind([str(e["level_name"]) for e in episodes])
+    if kind == scores.DMLAB30:
+        points = dmlab30_training_scores(episodes)
+        if points:
+            drawn["dmlab30_score.png"] = plot_dmlab30_scores(points)
+    elif kind == scores.ATARI57:
+        medians = atari57_training_medians(episodes)
+        if medians:
+            drawn["atari57_median.png"] = plot_atari57_medians(medians)
+    training = plot_training(load_scalars(logdir))
+    if training is not None:
+        drawn["training.png"] = training
+    return drawn
+
+
 def write_curves(logdir: str, output_dir: str | None = None, window: int = 100) -> list[str]:
     """Writes the PNGs described in the module docstring.
 
@@ -348,24 +372,11 @@ def write_curves(logdir: str, output_dir: str | None = None, window: int = 100) 
     Returns:
       Paths of the files written.
     """
-    episodes = load_episodes(logdir)
     output_dir = output_dir or logdir
+    drawn = figures(logdir, window)
     os.makedirs(output_dir, exist_ok=True)
-    figures = {"returns.png": plot_returns(episodes, window)}
-    kind = run_kind([str(e["level_name"]) for e in episodes])
-    if kind == scores.DMLAB30:
-        points = dmlab30_training_scores(episodes)
-        if points:
-            figures["dmlab30_score.png"] = plot_dmlab30_scores(points)
-    elif kind == scores.ATARI57:
-        medians = atari57_training_medians(episodes)
-        if medians:
-            figures["atari57_median.png"] = plot_atari57_medians(medians)
-    training = plot_training(load_scalars(logdir))
-    if training is not None:
-        figures["training.png"] = training
     paths = []
-    for name, figure in figures.items():
+    for name, figure in drawn.items():
         path = os.path.join(output_dir, name)
         figure.savefig(path, dpi=DPI)
         paths.append(path)
