@@ -109,7 +109,9 @@ def upscale(frame: np.ndarray, scale: int) -> np.ndarray:
 def format_return(value: float) -> str:
     """A return as written in captions: integers without decimals, else two decimals."""
     value = float(value)
-    return str(int(value)) if value.is_integer() else f"{value:.2f}"
+    if abs(value - round(value)) < 1e-4:  # Sums of float32 rewards: 3.9999998 is 4.
+        return str(int(round(value)))
+    return f"{value:.2f}"
 
 
 def caption_lines(

@@ -38,6 +38,7 @@ def test_caption_names_level_step_return_and_instruction():
     assert lines[0] == "toy/catch"
     assert "step 11" in lines[1] and "return 1" in lines[1] and "game over" in lines[1]
     assert "return -20.5" in videos.caption_lines("atari/pong", 3, -20.5)[1]
+    assert "return 4   " in videos.caption_lines("x", 10, 3.9999998, final=True)[1]
     lines = videos.caption_lines("language_select_located_object", 0, 0.0, "Pick the red hat")
     assert lines[2] == 'instruction: "Pick the red hat"'
 
