@@ -17,28 +17,23 @@ and supervises them until the learners finish, Ctrl-C or SIGTERM:
   learner still makes no update it stops the run (`EXIT_STALLED`).
 
 Children get SIGTERM if the launcher itself dies (Linux `PR_SET_PDEATHSIG`), so no process outlives
-a run.
+a run. Starting, stopping and stack dumps are `impala_tf.supervision`'s.
 """
 
 from __future__ import annotations
 
-import ctypes
-import faulthandler
 import os
 import signal
 import socket
-import subprocess
 import sys
-import threading
 import time
 from collections.abc import Sequence
 
 import psutil
 
-from impala_tf import isolation, quiet, rundir
-
-_PR_SET_PDEATHSIG = 1
-STACK_DUMP_SIGNAL = signal.SIGUSR1
+from impala_tf import isolation, rundir, supervision
+from impala_tf.supervision import describe_status
+from impala_tf.supervision import install_stack_dump as install_stack_dump
 
 EXIT_LEARNER_FAILED = 1
 EXIT_STALLED = 4
@@ -67,14 +62,6 @@ def free_ports(count: int) -> list[int]:
     return ports
 
 
-def install_stack_dump() -> None:
-    """Makes this process write every thread's Python stack to stderr on SIGUSR1 (the watchdog's
-    "where is each process"); harmless if never signalled."""
-    faulthandler.register(
-        STACK_DUMP_SIGNAL, file=quiet.original_stderr_fd(), all_threads=True, chain=False
-    )
-
-
 def last_error_line(log_path: str | None) -> str:
     """The last line of a log that looks like an error (an exception's own text), or ''."""
     if not log_path or not os.path.exists(log_path):
@@ -93,122 +80,18 @@ def last_error_line(log_path: str | None) -> str:
     return ""
 
 
-def describe_status(status: int) -> str:
-    """`exited with status 1`, or `was killed by SIGKILL` for a negative Popen status."""
-    if status < 0:
-        try:
-            return f"was killed by {signal.Signals(-status).name}"
-        except ValueError:
-            return f"was killed by signal {-status}"
-    return f"exited with status {status}"
-
-
-def _die_with_parent() -> None:
-    """Runs in the child before exec: SIGTERM when the launcher dies (Linux only)."""
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    except OSError:
-        pass
-
-
-def _follow(log_path: str, offset: int, child: subprocess.Popen) -> None:
-    """Prints what a child appends to its log file, from `offset`, until the child has exited.
-
-    The child writes to the file itself (never to a pipe of ours), so it keeps running and logging
-    normally if this process dies.
-    """
-    with open(log_path, "rb") as log:
-        log.seek(offset)
-        while True:
-            chunk = log.read(65536)
-            if chunk:
-                try:
-                    sys.stdout.buffer.write(chunk)
-                    sys.stdout.flush()
-                except (OSError, ValueError):
-                    return
-                continue
-            if child.poll() is not None:
-                rest = log.read()
-                if rest:
-                    try:
-                        sys.stdout.buffer.write(rest)
-                        sys.stdout.flush()
-                    except (OSError, ValueError):
-                        pass
-                return
-            time.sleep(0.2)
-
-
-class _Child:
-    """One supervised process; its output goes to `log_path` (also shown on the console with
-    `echo`)."""
+class _Child(supervision.Child):
+    """A learner or an actor; `failures_without_progress` counts its failures in a row with no
+    learner update in between."""
 
     def __init__(self, name: str, argv: list[str], log_path: str, echo: bool = False):
-        self.name = name
-        self.argv = argv
-        self.log_path = log_path
-        self.echo = echo
-        self.restarts = 0
+        super().__init__(name, argv, log_path, echo=echo)
         self.failures_without_progress = 0
-        self.process: subprocess.Popen | None = None
-        self._follower: threading.Thread | None = None
-
-    def start(self) -> None:
-        with open(self.log_path, "ab") as log:
-            offset = log.tell()
-            self.process = subprocess.Popen(
-                self.argv,
-                stdout=log,
-                stderr=log,
-                stdin=subprocess.DEVNULL,
-                preexec_fn=_die_with_parent,
-            )
-        if self.echo:
-            self._follower = threading.Thread(
-                target=_follow, args=(self.log_path, offset, self.process), daemon=True
-            )
-            self._follower.start()
-
-    def finish_echo(self, timeout: float = 5.0) -> None:
-        """Waits until everything the (exited) child logged has been shown."""
-        if self._follower is not None:
-            self._follower.join(timeout)
-
-    def poll(self) -> int | None:
-        return None if self.process is None else self.process.poll()
-
-    def process_tree(self) -> list[psutil.Process]:
-        """The process and its children (environment workers), or [] when it is not running."""
-        if self.process is None or self.process.poll() is not None:
-            return []
-        try:
-            parent = psutil.Process(self.process.pid)
-            return [parent, *parent.children(recursive=True)]
-        except psutil.Error:
-            return []
-
-    def dump_stacks(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            try:
-                self.process.send_signal(STACK_DUMP_SIGNAL)
-            except OSError:
-                pass
 
 
 def _stop(children: Sequence[_Child], timeout: float = 15.0) -> None:
     """SIGTERM every running child, wait up to `timeout`, then SIGKILL what is left."""
-    running = [c.process for c in children if c.process and c.process.poll() is None]
-    for process in running:
-        process.send_signal(signal.SIGTERM)
-    deadline = time.time() + timeout
-    for process in running:
-        try:
-            process.wait(timeout=max(0.1, deadline - time.time()))
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    supervision.stop_children(children, timeout)
 
 
 def _say(message: str) -> None:

@@ -35,11 +35,11 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any, BinaryIO, TextIO
+from typing import Any, TextIO
 
 import numpy as np
 
-from impala_tf import configs, rundir
+from impala_tf import configs, rundir, supervision
 from impala_tf.pbt import rules
 from impala_tf.reports import paper_table2
 
@@ -476,23 +476,13 @@ def _child_env() -> dict[str, str]:
 def _stop(process: subprocess.Popen, grace_seconds: float = 30.0) -> None:
     """SIGTERM to the run's process group (the launcher stops its learner and actors), then
     SIGKILL after `grace_seconds`."""
-    for sig, wait in ((signal.SIGTERM, grace_seconds), (signal.SIGKILL, 10.0)):
-        try:
-            os.killpg(process.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            process.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+    supervision.stop([process], grace_seconds, group=True)
 
 
 @dataclasses.dataclass
 class _Active:
     run: Run
     process: subprocess.Popen
-    console: BinaryIO
     start: float
 
 
@@ -543,22 +533,15 @@ def execute(
     def start(run: Run) -> None:
         os.makedirs(run.logdir, exist_ok=True)
         command = [*argv_prefix, *run.flags] if argv_prefix else run.command(python)
-        console = open(rundir.RunDir(run.logdir).console, "ab")
+        console = rundir.RunDir(run.logdir).console
         now = time.time()
         write_manifest(run, STATUS_RUNNING, started=now, source=source)
-        process = subprocess.Popen(
-            command,
-            stdout=console,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=_child_env(),
-            start_new_session=True,
-        )
-        active.append(_Active(run, process, console, now))
+        child = supervision.Child(run.label, command, console, env=_child_env(), new_session=True)
+        child.start()
+        active.append(_Active(run, child.process, now))
 
     def finish(item: _Active, status: str, exit_code: int | None) -> None:
         wall = time.time() - item.start
-        item.console.close()
         write_manifest(
             item.run,
             status,
@@ -596,7 +579,6 @@ def execute(
     except BaseException:
         for item in active:
             _stop(item.process)
-            item.console.close()
             write_manifest(item.run, STATUS_INTERRUPTED, started=item.start, source=source)
         raise
     return counts

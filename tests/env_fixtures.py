@@ -1,8 +1,11 @@
-"""Small numpy environments and picklable factories for the worker-process tests.
+"""Small numpy environments and picklable factories for the worker-process tests, and the tests'
+process helpers.
 
-They subclass `impala_tf.envs.base.Environment` (the interface of the release's
+The environments subclass `impala_tf.envs.base.Environment` (the interface of the release's
 `environments.PyProcessDmLab`) and are built in child processes by `impala_tf.envs.workers`, so they
-live in an importable module, not in a test file.
+live in an importable module, not in a test file. The process helpers (start a command in a session
+of its own, wait, check that nothing is left behind, SIGKILL a tree) are the one copy every test file
+that starts processes uses; the library's own stopping is `impala_tf.supervision`.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import signal
+import subprocess
 import sys
 import time
 
@@ -19,6 +23,7 @@ import psutil
 from impala_tf import structures
 from impala_tf.envs.base import Environment
 
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FRAME_SHAPE = (4, 5, 1)
 NUM_ACTIONS = 4
 SLEEP_ACTION = 3  # `CountingEnv` sleeps for `sleep_seconds` inside `step` on this action.
@@ -187,21 +192,103 @@ class InProcessBatch:
 def run_tf_script(tmp_path, name: str, text: str, timeout: float = 170) -> None:
     """Runs `text` as a fresh Python process (its own TF runtime, e.g. two virtual CPUs) from the
     repository root and asserts that it exits 0 and prints "OK"."""
-    import subprocess
-
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     script = tmp_path / name
     script.write_text(text)
     result = subprocess.run(
         [sys.executable, str(script)],
-        cwd=repo,
-        env={**os.environ, "PYTHONPATH": repo, "TF_CPP_MIN_LOG_LEVEL": "2"},
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": REPO, "TF_CPP_MIN_LOG_LEVEL": "2"},
         capture_output=True,
         text=True,
         timeout=timeout,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "OK" in result.stdout
+
+
+# --- Processes. --------------------------------------------------------------------------------------
+
+
+def repo_env(**extra: str) -> dict[str, str]:
+    """This process's environment with the repository first on PYTHONPATH, TensorFlow's C++ logs
+    quiet, and `extra` on top."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
+    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    env.update(extra)
+    return env
+
+
+def start_in_session(argv, log_path=None, env=None) -> subprocess.Popen:
+    """Starts `argv` from the repository root in a session of its own (so `assert_no_leftovers`
+    finds everything it started), its output to `log_path` (or a pipe)."""
+    out = open(log_path, "wb") if log_path else subprocess.PIPE
+    try:
+        return subprocess.Popen(
+            argv,
+            cwd=REPO,
+            env=repo_env() if env is None else env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    finally:
+        if log_path:
+            out.close()
+
+
+def read_text(path) -> str:
+    """A log's text ('' when it does not exist), undecodable bytes replaced."""
+    if not os.path.exists(path):
+        return ""
+    with open(path, "rb") as f:
+        return f.read().decode(errors="replace")
+
+
+def wait_for(predicate, timeout: float, what: str):
+    """Polls `predicate` until it returns something true (returned) or fails after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def session_processes(process) -> list[psutil.Process]:
+    """The live (not zombie) processes of the session `process` leads, other than `process`."""
+    alive = []
+    for p in psutil.process_iter(["pid"]):
+        try:
+            if (
+                os.getsid(p.pid) == process.pid
+                and p.pid != process.pid
+                and p.status() != psutil.STATUS_ZOMBIE
+            ):
+                alive.append(p)
+        except (ProcessLookupError, PermissionError, psutil.NoSuchProcess):
+            continue
+    return alive
+
+
+def assert_no_leftovers(process, timeout: float = 15.0) -> None:
+    """Fails unless every process of the session `process` leads has exited within `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        alive = session_processes(process)
+        if not alive:
+            return
+        if time.monotonic() > deadline:
+            names = []
+            for p in alive:
+                try:
+                    names.append(f"{p.pid} {' '.join(p.cmdline()[-3:])}")
+                except psutil.Error:
+                    names.append(str(p.pid))
+            raise AssertionError(f"processes left behind: {names}")
+        time.sleep(0.2)
 
 
 def process_alive(pid: int) -> bool:
@@ -222,11 +309,35 @@ def wait_processes_gone(pids, timeout: float) -> list[int]:
     return [p for p in pids if process_alive(p)]
 
 
+def _kill(processes: list[psutil.Process]) -> None:
+    """SIGKILLs `processes` and waits up to 10 s for them (test cleanup)."""
+    for p in processes:
+        try:
+            p.send_signal(signal.SIGKILL)
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(processes, timeout=10)
+
+
+def kill_tree(process) -> None:
+    """Test cleanup: SIGKILLs the Popen `process` and its descendants, and reaps it."""
+    try:
+        parent = psutil.Process(process.pid)
+        tree = [parent, *parent.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        tree = []
+    _kill(tree)
+    if process.poll() is None:
+        process.wait(timeout=10)
+
+
 def kill_parent_and_children(parent, pids) -> None:
     """Test cleanup: SIGKILLs the still-alive `pids` and the `parent` Popen, and reaps the parent."""
+    alive = []
     for pid in pids:
-        if process_alive(pid):
-            os.kill(pid, signal.SIGKILL)
-    if parent.poll() is None:
-        parent.kill()
-        parent.wait()
+        try:
+            alive.append(psutil.Process(pid))
+        except psutil.NoSuchProcess:
+            pass
+    _kill(alive)
+    kill_tree(parent)

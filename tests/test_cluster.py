@@ -20,10 +20,9 @@ import os
 import re
 import subprocess
 import sys
-import time
 
-import psutil
 import pytest
+from env_fixtures import assert_no_leftovers, kill_tree, read_text, repo_env
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO not in sys.path:
@@ -133,14 +132,6 @@ def test_cluster_on_machines_layout():
 # The command line.
 
 
-def _env(**extra: str) -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
-    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
-    env.update(extra)
-    return env
-
-
 @pytest.mark.timeout(30)
 @pytest.mark.parametrize(
     "argv, message",
@@ -190,7 +181,7 @@ def test_render_command_does_not_import_tensorflow(tmp_path):
         "print('light')\n"
     )
     result = subprocess.run(
-        [sys.executable, "-c", code], env=_env(), capture_output=True, text=True, timeout=50
+        [sys.executable, "-c", code], env=repo_env(), capture_output=True, text=True, timeout=50
     )
     assert result.returncode == 0 and "light" in result.stdout, result.stderr
     assert recipes.parse_manifest(output.read_text())
@@ -460,7 +451,7 @@ def test_slurm_script_issues_the_expected_per_task_command_lines(tmp_path):
     bin_dir = _fake_bin(tmp_path, FAKE_SRUN_RECORD)
     calls_dir = tmp_path / "calls"
     calls_dir.mkdir()
-    env = _env(
+    env = repo_env(
         PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
         SLURM_JOB_NODELIST="node-[a-e]",
         FAKE_NODES=" ".join(nodes),
@@ -531,46 +522,6 @@ def test_slurm_script_issues_the_expected_per_task_command_lines(tmp_path):
 # End to end: the rendered roles run together on loopback.
 
 
-def _kill_tree(process):
-    try:
-        parent = psutil.Process(process.pid)
-        children = parent.children(recursive=True)
-    except psutil.NoSuchProcess:
-        return
-    for p in [parent, *children]:
-        try:
-            p.kill()
-        except psutil.NoSuchProcess:
-            pass
-    psutil.wait_procs([parent, *children], timeout=10)
-
-
-def _assert_no_leftovers(process, timeout=15.0):
-    """No process is alive in the session `process` started (start_new_session=True)."""
-    deadline = time.time() + timeout
-    while True:
-        alive = []
-        for p in psutil.process_iter(["pid"]):
-            try:
-                if (
-                    os.getsid(p.pid) == process.pid
-                    and p.pid != process.pid
-                    and p.status() != psutil.STATUS_ZOMBIE
-                ):
-                    alive.append(p)
-            except (ProcessLookupError, PermissionError, psutil.NoSuchProcess):
-                continue
-        if not alive:
-            return
-        if time.time() > deadline:
-            raise AssertionError(f"processes left behind: {[p.pid for p in alive]}")
-        time.sleep(0.2)
-
-
-def _read(path) -> str:
-    return path.read_bytes().decode(errors="replace") if path.exists() else ""
-
-
 @pytest.mark.integration
 @pytest.mark.timeout(240)
 def test_rendered_kubernetes_roles_train_together_on_loopback(tmp_path):
@@ -601,7 +552,7 @@ def test_rendered_kubernetes_roles_train_together_on_loopback(tmp_path):
     try:
         for role, index in (("learner", 0), ("actor", 0), ("actor", 1)):
             log = tmp_path / f"{role}-{index}.log"
-            env = _env(**_pod_env(jobs[role], index, IMPALA_CLUSTER=loopback))
+            env = repo_env(**_pod_env(jobs[role], index, IMPALA_CLUSTER=loopback))
             with open(log, "wb") as out:
                 processes.append(
                     (
@@ -618,20 +569,20 @@ def test_rendered_kubernetes_roles_train_together_on_loopback(tmp_path):
                     )
                 )
         (learner_log, learner), *actors = processes
-        assert learner.wait(timeout=200) == 0, _read(learner_log)
+        assert learner.wait(timeout=200) == 0, read_text(learner_log)
         for log, actor in actors:
-            assert actor.wait(timeout=60) == 0, _read(log)
+            assert actor.wait(timeout=60) == 0, read_text(log)
     finally:
         for _, process in processes:
-            _kill_tree(process)
+            kill_tree(process)
     for _, process in processes:
-        _assert_no_leftovers(process)
-    output = _read(learner_log)
+        assert_no_leftovers(process)
+    output = read_text(learner_log)
     done = re.search(r"\[learner 0\] done: ([\d,]+) frames", output)
     assert done, output
     assert int(done.group(1).replace(",", "")) >= frames
     assert "[learner 0] serving on localhost:" in output
-    assert "[actor 1] learner finished; exiting" in _read(tmp_path / "actor-1.log")
+    assert "[actor 1] learner finished; exiting" in read_text(tmp_path / "actor-1.log")
 
 
 @pytest.mark.integration
@@ -661,7 +612,7 @@ def test_rendered_slurm_script_trains_on_loopback(tmp_path):
     script = tmp_path / "run.sbatch"
     script.write_text(_render_to_text(argv, tmp_path, "run.sbatch"))
     bin_dir = _fake_bin(tmp_path, FAKE_SRUN_EXEC)
-    env = _env(
+    env = repo_env(
         PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
         SLURM_JOB_NODELIST="localhost,localhost",
         FAKE_NODES="localhost localhost",
@@ -678,11 +629,11 @@ def test_rendered_slurm_script_trains_on_loopback(tmp_path):
             start_new_session=True,
         )
     try:
-        assert job.wait(timeout=220) == 0, _read(log)
+        assert job.wait(timeout=220) == 0, read_text(log)
     finally:
-        _kill_tree(job)
-    _assert_no_leftovers(job)
-    output = _read(log)
+        kill_tree(job)
+    assert_no_leftovers(job)
+    output = read_text(log)
     assert f"[learner 0] serving on localhost:{learner_port}" in output, output
     done = re.search(r"\[learner 0\] done: ([\d,]+) frames", output)
     assert done and int(done.group(1).replace(",", "")) >= frames, output

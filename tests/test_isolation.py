@@ -28,10 +28,17 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 
 import psutil
 import pytest
+from env_fixtures import (
+    assert_no_leftovers,
+    kill_tree,
+    read_text,
+    repo_env,
+    start_in_session,
+    wait_for,
+)
 
 from impala_tf import isolation, launcher
 
@@ -103,81 +110,17 @@ print(json.dumps({
 """
 
 
-# --- Process helpers (as in tests/test_runtime.py). ------------------------------------------------
+# --- Process helpers (the shared ones are in tests/env_fixtures.py). ------------------------------
 
 
 def _env():
-    env = dict(os.environ)
-    env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
-    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    env = repo_env()
     env.pop(isolation.ENV_MARKER, None)
     return env
 
 
 def _start(argv, log_path):
-    with open(log_path, "wb") as out:
-        return subprocess.Popen(
-            argv,
-            cwd=REPO,
-            env=_env(),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-
-
-def _kill_tree(process):
-    try:
-        parent = psutil.Process(process.pid)
-        children = parent.children(recursive=True)
-    except psutil.NoSuchProcess:
-        return
-    for p in [parent, *children]:
-        try:
-            p.kill()
-        except psutil.NoSuchProcess:
-            pass
-    psutil.wait_procs([parent, *children], timeout=10)
-
-
-def _descendants_of_session(process):
-    """Processes still alive in the test process's session (started with start_new_session)."""
-    alive = []
-    for p in psutil.process_iter(["pid"]):
-        try:
-            if os.getsid(p.pid) == process.pid and p.pid != process.pid:
-                alive.append(p)
-        except (ProcessLookupError, PermissionError, psutil.NoSuchProcess):
-            continue
-    return alive
-
-
-def _assert_no_leftovers(process, timeout=15.0):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        alive = [p for p in _descendants_of_session(process) if p.is_running()]
-        alive = [p for p in alive if p.status() != psutil.STATUS_ZOMBIE]
-        if not alive:
-            return
-        time.sleep(0.2)
-    names = [" ".join(p.cmdline()[-3:]) for p in alive]
-    raise AssertionError(f"processes left behind: {names}")
-
-
-def _read(path):
-    with open(path, "rb") as f:
-        return f.read().decode(errors="replace")
-
-
-def _wait_for(predicate, timeout, what):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.25)
-    raise AssertionError(f"timed out waiting for {what}")
+    return start_in_session(argv, log_path, env=_env())
 
 
 # --- "Another host": a network namespace joined to this machine by a veth pair. --------------------
@@ -262,8 +205,8 @@ def test_learner_port_of_a_one_machine_run_is_unreachable_from_another_host(tmp_
     run = None
     try:
         # The control: an unisolated TensorFlow server is reachable from the other host this way.
-        _wait_for(lambda: _listening_here(control_port), 120, "the control server")
-        assert _probe(netns, address, control_port) == "open", _read(tmp_path / "control.log")
+        wait_for(lambda: _listening_here(control_port), 120, "the control server")
+        assert _probe(netns, address, control_port) == "open", read_text(tmp_path / "control.log")
 
         run = _start(
             [
@@ -278,12 +221,14 @@ def test_learner_port_of_a_one_machine_run_is_unreachable_from_another_host(tmp_
             ],
             tmp_path / "run.log",
         )
-        match = _wait_for(
-            lambda: LEARNER_LINE.search(_read(tmp_path / "run.log")), 120, "the launcher's ports"
+        match = wait_for(
+            lambda: LEARNER_LINE.search(read_text(tmp_path / "run.log")),
+            120,
+            "the launcher's ports",
         )
         port = int(match.group(1))
-        _wait_for(
-            lambda: f"serving on localhost:{port}" in _read(tmp_path / "run.log"),
+        wait_for(
+            lambda: f"serving on localhost:{port}" in read_text(tmp_path / "run.log"),
             240,
             "the learner to serve",
         )
@@ -300,17 +245,17 @@ def test_learner_port_of_a_one_machine_run_is_unreachable_from_another_host(tmp_
         assert not _listening_here(port), "the learner's port is listed on this host (ss -ltn)"
         # Still serving: the attempts above failed because of the namespace, not a stopped server.
         assert _probe(learner_netns, "127.0.0.1", port) == "open"
-        assert "[launcher] warning" not in _read(tmp_path / "run.log")
+        assert "[launcher] warning" not in read_text(tmp_path / "run.log")
 
         run.send_signal(signal.SIGTERM)
-        assert run.wait(timeout=120) == launcher.EXIT_INTERRUPTED, _read(tmp_path / "run.log")
+        assert run.wait(timeout=120) == launcher.EXIT_INTERRUPTED, read_text(tmp_path / "run.log")
     finally:
-        _kill_tree(control)
+        kill_tree(control)
         if run is not None:
-            _kill_tree(run)
-    _assert_no_leftovers(control)
+            kill_tree(run)
+    assert_no_leftovers(control)
     if run is not None:
-        _assert_no_leftovers(run)
+        assert_no_leftovers(run)
 
 
 # --- A process isolates itself. --------------------------------------------------------------------

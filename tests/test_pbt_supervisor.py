@@ -14,6 +14,7 @@ import time
 
 import psutil
 import pytest
+from env_fixtures import assert_no_leftovers, kill_tree, read_text, repo_env
 
 from impala_tf.pbt import ancestry, controller, protocol, supervisor
 
@@ -37,45 +38,6 @@ FLAGS = (
 )
 
 
-def _env():
-    env = dict(os.environ)
-    env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
-    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
-    return env
-
-
-def _kill_tree(process):
-    try:
-        parent = psutil.Process(process.pid)
-        children = parent.children(recursive=True)
-    except psutil.NoSuchProcess:
-        return
-    for p in [parent, *children]:
-        try:
-            p.kill()
-        except psutil.NoSuchProcess:
-            pass
-    psutil.wait_procs([parent, *children], timeout=10)
-
-
-def _assert_no_leftovers(process, timeout=20.0):
-    deadline = time.time() + timeout
-    alive = []
-    while time.time() < deadline:
-        alive = []
-        for p in psutil.process_iter(["pid"]):
-            try:
-                if os.getsid(p.pid) == process.pid and p.pid != process.pid:
-                    if p.status() != psutil.STATUS_ZOMBIE:
-                        alive.append(p)
-            except (ProcessLookupError, PermissionError, psutil.NoSuchProcess):
-                continue
-        if not alive:
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"processes left behind: {[p.pid for p in alive]}")
-
-
 def _learner_of(run, logdir):
     """The learner process of the member in `logdir`, under the controller `run`, or None."""
     for p in psutil.Process(run.pid).children(recursive=True):
@@ -86,11 +48,6 @@ def _learner_of(run, logdir):
         if "--job_name=learner" in args and f"--logdir={logdir}" in args:
             return p
     return None
-
-
-def _read(path):
-    with open(path, "rb") as f:
-        return f.read().decode(errors="replace")
 
 
 @pytest.mark.timeout(600)
@@ -110,7 +67,7 @@ def test_population_rescues_hopeless_members_and_restarts_a_killed_one(tmp_path)
         run = subprocess.Popen(
             [sys.executable, "-m", "impala_tf.experiment", *FLAGS, f"--logdir={pbt_dir}"],
             cwd=REPO,
-            env=_env(),
+            env=repo_env(),
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -127,11 +84,11 @@ def test_population_rescues_hopeless_members_and_restarts_a_killed_one(tmp_path)
                     learner.send_signal(signal.SIGKILL)
                     killed = True
             time.sleep(0.5)
-        assert run.wait(timeout=max(1.0, deadline - time.time())) == 0, _read(log)
+        assert run.wait(timeout=max(1.0, deadline - time.time())) == 0, read_text(log)
     finally:
-        _kill_tree(run)
-    _assert_no_leftovers(run)
-    output = _read(log)
+        kill_tree(run)
+    assert_no_leftovers(run)
+    output = read_text(log)
     assert killed, output
 
     events = protocol.read_events(pbt_dir)
@@ -142,7 +99,7 @@ def test_population_rescues_hopeless_members_and_restarts_a_killed_one(tmp_path)
         copies = [s for s in ancestry.steps(events) if s.member == member and s.copy]
         assert copies, f"member {member} never copied anyone:\n{output}"
         assert all(s.other_fitness > s.fitness + 0.05 for s in copies)
-        learner_log = _read(
+        learner_log = read_text(
             os.path.join(protocol.member_dir(pbt_dir, member), "logs", "learner_0.log")
         )
         assert "copied member" in learner_log
@@ -153,7 +110,7 @@ def test_population_rescues_hopeless_members_and_restarts_a_killed_one(tmp_path)
     # Member 2 died by SIGKILL, was restarted and resumed from its checkpoint.
     exits = [e for e in events if e["event"] == ancestry.MEMBER_EXIT and e["member"] == 2]
     assert exits and exits[0]["restart"], events
-    member_2_log = _read(os.path.join(protocol.member_dir(pbt_dir, 2), "logs", "learner_0.log"))
+    member_2_log = read_text(os.path.join(protocol.member_dir(pbt_dir, 2), "logs", "learner_0.log"))
     assert "resumed from" in member_2_log, member_2_log
     assert "member 2 " in output and "restarting it" in output
     # The report reads the same directory.

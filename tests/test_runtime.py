@@ -13,6 +13,14 @@ import time
 
 import psutil
 import pytest
+from env_fixtures import (
+    assert_no_leftovers,
+    kill_tree,
+    read_text,
+    repo_env,
+    start_in_session,
+    wait_for,
+)
 
 from impala_tf import launcher
 
@@ -22,71 +30,12 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RANDOM_CATCH_RETURN = -2.0 / 3.0  # toy/catch under random play (impala_tf.envs.toy).
 
 
-def _env():
-    env = dict(os.environ)
-    env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
-    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
-    return env
-
-
 def _experiment(*flags):
     return [sys.executable, "-m", "impala_tf.experiment", *flags]
 
 
 def _start(*flags, log_path=None):
-    out = open(log_path, "wb") if log_path else subprocess.PIPE
-    return subprocess.Popen(
-        _experiment(*flags),
-        cwd=REPO,
-        env=_env(),
-        stdout=out,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-
-
-def _kill_tree(process):
-    try:
-        parent = psutil.Process(process.pid)
-        children = parent.children(recursive=True)
-    except psutil.NoSuchProcess:
-        return
-    for p in [parent, *children]:
-        try:
-            p.kill()
-        except psutil.NoSuchProcess:
-            pass
-    psutil.wait_procs([parent, *children], timeout=10)
-
-
-def _descendants_of_session(process):
-    """Processes still alive in the test process's session (started with start_new_session)."""
-    alive = []
-    for p in psutil.process_iter(["pid"]):
-        try:
-            if os.getsid(p.pid) == process.pid and p.pid != process.pid:
-                alive.append(p)
-        except (ProcessLookupError, PermissionError, psutil.NoSuchProcess):
-            continue
-    return alive
-
-
-def _assert_no_leftovers(process, timeout=15.0):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        alive = [p for p in _descendants_of_session(process) if p.is_running()]
-        alive = [p for p in alive if p.status() != psutil.STATUS_ZOMBIE]
-        if not alive:
-            return
-        time.sleep(0.2)
-    names = [" ".join(p.cmdline()[-3:]) for p in alive]
-    raise AssertionError(f"processes left behind: {names}")
-
-
-def _read(path):
-    with open(path, "rb") as f:
-        return f.read().decode(errors="replace")
+    return start_in_session(_experiment(*flags), log_path)
 
 
 def _episodes(logdir):
@@ -102,15 +51,6 @@ def _latest_checkpoint(directory):
     return name if os.path.isabs(name) else os.path.join(directory, name)
 
 
-def _wait_for(predicate, timeout, what):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if predicate():
-            return
-        time.sleep(0.25)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 @pytest.mark.learning
 @pytest.mark.timeout(420)
 def test_learns_catch_end_to_end_and_resumes(tmp_path):
@@ -121,10 +61,10 @@ def test_learns_catch_end_to_end_and_resumes(tmp_path):
         f"--logdir={logdir}", "--total_environment_frames=16000", log_path=tmp_path / "first.log"
     )
     try:
-        assert first.wait(timeout=200) == 0, _read(tmp_path / "first.log")
+        assert first.wait(timeout=200) == 0, read_text(tmp_path / "first.log")
     finally:
-        _kill_tree(first)
-    _assert_no_leftovers(first)
+        kill_tree(first)
+    assert_no_leftovers(first)
     frames_after_first = int(_episodes(logdir)[-1]["environment_frames"])
     assert frames_after_first <= 16000 + 8 * 20 * 2
 
@@ -135,11 +75,11 @@ def test_learns_catch_end_to_end_and_resumes(tmp_path):
         log_path=tmp_path / "second.log",
     )
     try:
-        assert second.wait(timeout=300) == 0, _read(tmp_path / "second.log")
+        assert second.wait(timeout=300) == 0, read_text(tmp_path / "second.log")
     finally:
-        _kill_tree(second)
-    _assert_no_leftovers(second)
-    output = _read(tmp_path / "second.log")
+        kill_tree(second)
+    assert_no_leftovers(second)
+    output = read_text(tmp_path / "second.log")
     assert "resumed from" in output, output
     rows = _episodes(logdir)
     resumed = [r for r in rows if int(r["environment_frames"]) > frames_after_first]
@@ -208,9 +148,9 @@ def test_killed_actor_is_restarted_and_the_run_completes(tmp_path):
                 and "--task=0" in " ".join(p.cmdline())
             ]
             path = os.path.join(logdir, "logs", "actor_0.log")
-            return bool(actors) and os.path.exists(path) and "playing" in _read(path)
+            return bool(actors) and os.path.exists(path) and "playing" in read_text(path)
 
-        _wait_for(actor_is_running, 120, "actor 0 to play")
+        wait_for(actor_is_running, 120, "actor 0 to play")
         # The actor and its env workers run at a lower priority than the learner (--actor_nice).
         expected = min(19, psutil.Process(run.pid).nice() + 5)
         workers = actors[0].children(recursive=True)
@@ -218,13 +158,13 @@ def test_killed_actor_is_restarted_and_the_run_completes(tmp_path):
         assert [p.nice() for p in [actors[0], *workers]] == [expected] * (1 + len(workers))
         time.sleep(2.0)  # Mid-unroll.
         actors[0].send_signal(signal.SIGKILL)
-        assert run.wait(timeout=200) == 0, _read(tmp_path / "run.log")
+        assert run.wait(timeout=200) == 0, read_text(tmp_path / "run.log")
     finally:
-        _kill_tree(run)
-    output = _read(tmp_path / "run.log")
+        kill_tree(run)
+    output = read_text(tmp_path / "run.log")
     assert "actor 0 was killed by SIGKILL" in output and "restarting" in output, output
     assert "done:" in output
-    _assert_no_leftovers(run)
+    assert_no_leftovers(run)
 
 
 @pytest.mark.timeout(300)
@@ -251,7 +191,7 @@ def test_learner_restart_resumes_and_actor_reconnects(tmp_path):
     learner2 = None
     try:
         checkpoints = os.path.join(logdir, "checkpoints")
-        _wait_for(
+        wait_for(
             lambda: (
                 os.path.isdir(checkpoints)
                 and any(name.startswith("ckpt-") for name in os.listdir(checkpoints))
@@ -273,16 +213,16 @@ def test_learner_restart_resumes_and_actor_reconnects(tmp_path):
             f"--total_environment_frames={saved + 3000}",
             log_path=tmp_path / "learner2.log",
         )
-        assert learner2.wait(timeout=150) == 0, _read(tmp_path / "learner2.log")
-        output = _read(tmp_path / "learner2.log")
+        assert learner2.wait(timeout=150) == 0, read_text(tmp_path / "learner2.log")
+        output = read_text(tmp_path / "learner2.log")
         assert f"resumed from {latest}" in output, output
-        assert actor.wait(timeout=90) == 0, _read(tmp_path / "actor.log")
+        assert actor.wait(timeout=90) == 0, read_text(tmp_path / "actor.log")
     finally:
         for process in (learner, actor, learner2):
             if process is not None:
-                _kill_tree(process)
+                kill_tree(process)
     for process in (learner, actor, learner2):
-        _assert_no_leftovers(process)
+        assert_no_leftovers(process)
 
 
 @pytest.mark.timeout(60)
@@ -298,7 +238,7 @@ def test_actor_without_learner_fails_with_a_clear_error(tmp_path):
             "--connect_seconds=2",
         ),
         cwd=REPO,
-        env=_env(),
+        env=repo_env(),
         capture_output=True,
         text=True,
         timeout=50,
@@ -325,7 +265,7 @@ def test_bad_input_fails_fast_with_a_clear_error(tmp_path, flags, message):
     result = subprocess.run(
         _experiment(*flags),
         cwd=REPO,
-        env=_env(),
+        env=repo_env(),
         capture_output=True,
         text=True,
         timeout=110,
@@ -348,18 +288,18 @@ def test_two_synchronous_learners_end_with_identical_weights(tmp_path):
         log_path=tmp_path / "run.log",
     )
     try:
-        assert run.wait(timeout=280) == 0, _read(tmp_path / "run.log")
+        assert run.wait(timeout=280) == 0, read_text(tmp_path / "run.log")
     finally:
-        _kill_tree(run)
-    _assert_no_leftovers(run)
+        kill_tree(run)
+    assert_no_leftovers(run)
 
     def last(text, prefix):
         lines = [line for line in text.splitlines() if line.startswith(prefix)]
         assert lines, text
         return lines[-1].split(prefix, 1)[1].strip()
 
-    chief = _read(tmp_path / "run.log")
-    other = _read(os.path.join(logdir, "logs", "learner_1.log"))
+    chief = read_text(tmp_path / "run.log")
+    other = read_text(os.path.join(logdir, "logs", "learner_1.log"))
     assert last(chief, "[learner 0] weights checksum:") == last(
         other, "[learner 1] weights checksum:"
     )
@@ -376,7 +316,7 @@ def test_an_environment_that_cannot_load_ends_the_run_with_its_own_error(tmp_pat
     from impala_tf import launcher, testing
 
     logdir = tmp_path / "run"
-    env = _env()
+    env = repo_env()
     env["PYTHONPATH"] = testing.fake_deepmind_lab_path() + os.pathsep + env["PYTHONPATH"]
     process = subprocess.Popen(
         _experiment(
@@ -398,8 +338,8 @@ def test_an_environment_that_cannot_load_ends_the_run_with_its_own_error(tmp_pat
     try:
         output, _ = process.communicate(timeout=380)
     finally:
-        _kill_tree(process)
-    _assert_no_leftovers(process)
+        kill_tree(process)
+    assert_no_leftovers(process)
     output = output.decode(errors="replace")
     assert process.returncode == launcher.EXIT_ACTOR_FAILING, output
     assert "Didn't find map 'missing_map_arena'" in output

@@ -33,6 +33,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from impala_tf import supervision
+
 PROGRESS = re.compile(r"\[learner 0\] frames ([\d,]+)/")
 
 
@@ -90,13 +92,7 @@ def run_once(checkout: str, flags: Sequence[str], seconds: float, warmup: float)
 
 def _stop(proc: subprocess.Popen) -> None:
     """SIGINT to the run's process group (the learner checkpoints and exits), SIGKILL after 60 s."""
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGINT)
-    try:
-        proc.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    supervision.stop([proc], 60.0, signum=signal.SIGINT, group=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

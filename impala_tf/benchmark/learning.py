@@ -22,14 +22,13 @@ import argparse
 import collections
 import math
 import os
-import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from impala_tf import bookkeeping, rundir
+from impala_tf import bookkeeping, rundir, supervision
 
 # Named configurations: training flags, default threshold, window. Pong: the paper's Atari
 # settings (Table G.1) with the shallow agent, sized for a 2-core machine.
@@ -123,14 +122,11 @@ def train(flags: Sequence[str], logdir: str, frames: int, python: str = sys.exec
             beat = rundir.read_heartbeat(rundir.RunDir(logdir))
             if beat is not None and beat.environment_frames >= frames:
                 print(f"[learning] budget of {frames:,} frames reached; stopping", flush=True)
-                process.send_signal(signal.SIGTERM)
-                process.wait(timeout=300)
+                supervision.stop([process], 300.0)  # SIGTERM: the learner checkpoints.
                 break
             time.sleep(5.0)
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+        supervision.stop([process], 0.0)  # Interrupted: no grace.
     return time.monotonic() - started
 
 

@@ -3,7 +3,8 @@
 The paper's actors and learner are separate processes (on separate machines, paper section 3); the
 benchmark measures them as such: transport producers, actors (`impala_tf.runtime.run_actor`, each
 with its environment worker processes) and end-to-end learners run in fresh Python processes
-started by `spawn`, whose entry point is `impala_tf.benchmark.child`. No TensorFlow here.
+started by `spawn`, whose entry point is `impala_tf.benchmark.child`, and stopped by
+`impala_tf.supervision`. No TensorFlow here.
 """
 
 from __future__ import annotations
@@ -13,14 +14,14 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Sequence
 from typing import Any
 
 import psutil
 
 import impala_tf
-from impala_tf import allocator
+from impala_tf import allocator, supervision
+from impala_tf.supervision import process_tree as process_tree
 
 # The directory that holds the `impala_tf` package, put on the children's PYTHONPATH.
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(impala_tf.__file__)))
@@ -58,15 +59,6 @@ def spawn(spec: dict[str, Any], log_path: str | None = None) -> subprocess.Popen
             out.close()
 
 
-def process_tree(pid: int) -> list[psutil.Process]:
-    """`pid` and its descendants; empty if `pid` has exited."""
-    try:
-        root = psutil.Process(pid)
-        return [root] + root.children(recursive=True)
-    except psutil.NoSuchProcess:
-        return []
-
-
 def suspend_trees(children: Sequence[subprocess.Popen], suspend: bool) -> None:
     """SIGSTOPs (or SIGCONTs) each child and its descendants."""
     for child in children:
@@ -78,28 +70,9 @@ def suspend_trees(children: Sequence[subprocess.Popen], suspend: bool) -> None:
 
 
 def stop_children(children: Sequence[subprocess.Popen], timeout: float = 15.0) -> None:
-    """SIGTERM each child we started, wait, SIGKILL the rest; also reap their descendants."""
-    descendants = []
-    for child in children:
-        try:
-            descendants += psutil.Process(child.pid).children(recursive=True)
-        except psutil.NoSuchProcess:
-            pass
-        if child.poll() is None:
-            child.terminate()
-    deadline = time.time() + timeout
-    for child in children:
-        try:
-            child.wait(max(0.1, deadline - time.time()))
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
-    _, alive = psutil.wait_procs(descendants, timeout=max(0.1, deadline - time.time()))
-    for process in alive:
-        try:
-            process.kill()
-        except psutil.NoSuchProcess:
-            pass
+    """SIGTERM each child we started, wait, SIGKILL the rest; also their descendants
+    (`supervision.stop`)."""
+    supervision.stop(children, timeout, descendants=True)
 
 
 class RssSampler:

@@ -23,12 +23,11 @@ from __future__ import annotations
 import os
 import signal
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from impala_tf import configs, launcher
+from impala_tf import configs, launcher, supervision
 from impala_tf.pbt import ancestry, controller, protocol
 
 POLL_SECONDS = 1.0
@@ -88,53 +87,27 @@ def member_argv(
     return [python, "-m", "impala_tf.experiment", *flags]
 
 
-class _MemberProcess:
+class _MemberProcess(supervision.Child):
     """One member's process group (its launcher), restarted while it has not finished."""
 
     def __init__(self, index: int, argv: list[str], log_path: str):
+        super().__init__(f"member {index}", argv, log_path)
         self.index = index
-        self.argv = argv
-        self.log_path = log_path
-        self.process: subprocess.Popen | None = None
         self.done = False
         self.failed = False
-        self.starts = 0
         self.failures = 0
         self.frames_at_start = 0
 
-    def start(self, frames: int) -> None:
-        os.makedirs(os.path.dirname(self.log_path), exist_ok=True)
-        with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(
-                self.argv,
-                stdout=log,
-                stderr=log,
-                stdin=subprocess.DEVNULL,
-                preexec_fn=launcher._die_with_parent,  # noqa: SLF001 - SIGTERM if we die.
-            )
-        self.starts += 1
+    def start_from(self, frames: int) -> None:
+        """Starts (or restarts) the member, which has trained `frames` frames so far."""
+        self.start()
         self.frames_at_start = frames
-
-    def poll(self) -> int | None:
-        return None if self.process is None else self.process.poll()
 
 
 def _stop(processes: Sequence[_MemberProcess]) -> None:
     """SIGTERM every running member (its launcher stops its learner, which checkpoints), then
     SIGKILL what is left after `STOP_SECONDS`."""
-    running = [m.process for m in processes if m.process is not None and m.process.poll() is None]
-    for process in running:
-        try:
-            process.send_signal(signal.SIGTERM)
-        except OSError:
-            pass
-    deadline = time.time() + STOP_SECONDS
-    for process in running:
-        try:
-            process.wait(timeout=max(0.1, deadline - time.time()))
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    supervision.stop_children(processes, STOP_SECONDS)
 
 
 def summary_line(
@@ -226,7 +199,7 @@ def run_population(
                 if status is not None and status.finished:
                     m.done = True
                     continue
-                m.start(0 if status is None else status.frames)
+                m.start_from(0 if status is None else status.frames)
             say(f"started {sum(1 for m in members if not m.done)} member(s); logs: members/<i>/")
         while not interrupted:
             statuses = pbt.statuses()
@@ -284,12 +257,12 @@ def _supervise(members: Sequence[_MemberProcess], pbt_dir: str, say: Callable[[s
         if give_up:
             m.failed = True
             say(
-                f"member {m.index} {launcher.describe_status(code)} {m.failures} times in a row "
+                f"member {m.index} {supervision.describe_status(code)} {m.failures} times in a row "
                 f"without training: giving it up. Last error: {cause}; log: {m.log_path}"
             )
             continue
         say(
-            f"member {m.index} {launcher.describe_status(code)} at {frames:,} frames: {cause}; "
+            f"member {m.index} {supervision.describe_status(code)} at {frames:,} frames: {cause}; "
             f"restarting it from its newest checkpoint (log: {m.log_path})"
         )
-        m.start(frames)
+        m.start_from(frames)

@@ -1,0 +1,145 @@
+"""Tests of `impala_tf.supervision`: stopping (SIGTERM, grace, SIGKILL; groups, descendants), dying
+with the parent, restarts into one log, and stack dumps.
+
+The children are small Python programs (no TensorFlow). Each test has a hard timeout and checks that
+the processes it started are gone. Runtime: a few seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+from env_fixtures import process_alive, wait_for, wait_processes_gone
+
+from impala_tf import supervision
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ENV = {**os.environ, "PYTHONPATH": REPO}
+
+
+def _python(code: str) -> list[str]:
+    return [sys.executable, "-c", textwrap.dedent(code)]
+
+
+def _popen(code: str, **kwargs) -> subprocess.Popen:
+    return subprocess.Popen(_python(code), env=ENV, stdin=subprocess.DEVNULL, **kwargs)
+
+
+@pytest.mark.timeout(60)
+def test_stop_sends_sigterm_then_sigkills_what_ignores_it(tmp_path):
+    ready = tmp_path / "ready"
+    polite = _popen("import time; time.sleep(60)")
+    stubborn = _popen(
+        f"""
+        import signal, time
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        open({str(ready)!r}, "w").close()
+        time.sleep(60)
+        """
+    )
+    wait_for(ready.exists, 20, "the stubborn child's SIGTERM handler")
+    started = time.monotonic()
+    supervision.stop([polite, None, stubborn], timeout=1.0)
+    elapsed = time.monotonic() - started
+    assert polite.returncode == -signal.SIGTERM
+    assert stubborn.returncode == -signal.SIGKILL
+    assert 1.0 <= elapsed < 10.0
+    supervision.stop([polite, stubborn])  # Stopping what has exited is harmless.
+
+
+@pytest.mark.timeout(60)
+def test_group_stop_reaches_the_childs_children_and_descendants_are_reaped(tmp_path):
+    pid_file = tmp_path / "grandchild"
+    spawn = f"""
+        import subprocess, sys, time
+        g = subprocess.Popen(["sleep", "60"], start_new_session={{new_session}})
+        open({str(pid_file)!r}, "w").write(str(g.pid))
+        time.sleep(60)
+        """
+    # The grandchild in the child's group: a group stop reaches it.
+    child = supervision.Child("c", _python(spawn.format(new_session=False)), str(tmp_path / "log"))
+    child.new_session = True
+    child.start()
+    wait_for(lambda: pid_file.exists() and pid_file.read_text(), 20, "the grandchild")
+    grandchild = int(pid_file.read_text())
+    supervision.stop_children([child], timeout=5.0, group=True)
+    assert child.poll() == -signal.SIGTERM
+    assert wait_processes_gone([grandchild], 10) == []
+    # The grandchild in a session of its own: only `descendants=True` stops it.
+    pid_file.unlink()
+    parent = _popen(spawn.format(new_session=True))
+    wait_for(lambda: pid_file.exists() and pid_file.read_text(), 20, "the grandchild")
+    grandchild = int(pid_file.read_text())
+    supervision.stop([parent], timeout=2.0, descendants=True)
+    assert parent.returncode == -signal.SIGTERM
+    assert wait_processes_gone([grandchild], 10) == []
+
+
+@pytest.mark.timeout(60)
+def test_a_child_dies_with_the_process_that_started_it(tmp_path):
+    pid_file = tmp_path / "child"
+    supervisor = _popen(
+        f"""
+        import time
+        from impala_tf import supervision
+        child = supervision.Child("c", ["sleep", "60"], {str(tmp_path / "log")!r})
+        child.start()
+        open({str(pid_file)!r}, "w").write(str(child.process.pid))
+        time.sleep(60)
+        """
+    )
+    try:
+        wait_for(lambda: pid_file.exists() and pid_file.read_text(), 20, "the child")
+        child = int(pid_file.read_text())
+        assert process_alive(child)
+        supervisor.kill()
+        supervisor.wait()
+        assert wait_processes_gone([child], 10) == []  # PR_SET_PDEATHSIG: SIGTERM.
+    finally:
+        supervision.stop([supervisor], timeout=1.0)
+
+
+@pytest.mark.timeout(60)
+def test_restarts_append_to_one_log_and_stacks_are_dumped_into_it(tmp_path):
+    log = tmp_path / "logs" / "c.log"  # The directory is created.
+    code = """
+        import time
+        from impala_tf import supervision
+        supervision.install_stack_dump()
+        print("up", flush=True)
+        def waiting_in_a_named_function():
+            time.sleep(60)
+        waiting_in_a_named_function()
+        """
+    child = supervision.Child("c", _python(code), str(log), env=ENV)
+    assert child.poll() is None and child.process_tree() == []
+    child.start()
+    wait_for(lambda: log.exists() and "up" in log.read_text(), 20, "the child's first line")
+    assert [p.pid for p in child.process_tree()] == [child.process.pid]
+    child.dump_stacks()
+    wait_for(lambda: "waiting_in_a_named_function" in log.read_text(), 20, "the stack dump")
+    assert child.poll() is None  # A stack dump does not stop it.
+    first = child.process.pid
+    supervision.stop_children([child], timeout=5.0)
+    assert child.poll() == -signal.SIGTERM
+    assert supervision.describe_status(child.poll()) == "was killed by SIGTERM"
+    child.restarts += 1
+    child.start()
+    wait_for(lambda: log.read_text().count("up") == 2, 20, "the restarted child's first line")
+    assert (child.starts, child.restarts) == (2, 1) and child.process.pid != first
+    supervision.stop_children([child], timeout=5.0)
+    assert child.process_tree() == []
+    assert wait_processes_gone([first, child.process.pid], 5) == []
+
+
+def test_describe_status():
+    assert supervision.describe_status(0) == "exited with status 0"
+    assert supervision.describe_status(3) == "exited with status 3"
+    assert supervision.describe_status(-signal.SIGKILL) == "was killed by SIGKILL"
+    assert supervision.describe_status(-200) == "was killed by signal 200"
