@@ -377,9 +377,6 @@ class Learner(tf.Module):
         self.optimizer.build(self.agent.trainable_variables)
         self._built = True
 
-    def frames_per_update(self, batch_size: int, unroll_length: int) -> int:
-        return batch_size * unroll_length * self.num_action_repeats
-
     def learning_rate(self) -> tf.Tensor:
         """This update's learning rate (float32): annealed linearly, or the live value as is."""
         if not self.anneal_learning_rate:

@@ -309,11 +309,6 @@ class InstructionEncoder(snt.Module):
         self._embed = snt.Embed(NUM_HASH_BUCKETS, WORD_EMBEDDING_SIZE, name="embed")
         self._lstm = BlockLSTM(LANGUAGE_HIDDEN_SIZE, name="language_lstm")
 
-    @staticmethod
-    def tokenize(instructions: Any) -> InstructionTokens:
-        """See `tokenize_instructions` (string ops; run outside XLA)."""
-        return tokenize_instructions(instructions)
-
     def encode(self, tokens: InstructionTokens) -> tf.Tensor:
         """Embeds hashed tokens and runs the language LSTM (XLA-compilable).
 

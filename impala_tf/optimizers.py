@@ -86,11 +86,6 @@ class RMSProp(tf.Module):
         """Epsilon as given: a number, or the variable read at every step."""
         return self._epsilon.value
 
-    @property
-    def built(self) -> bool:
-        """Whether the slot variables exist."""
-        return self._signature is not None
-
     def build(self, variables: Sequence[tf.Variable]) -> None:
         """Creates the slots for `variables` (once; later calls check they match).
 

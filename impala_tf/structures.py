@@ -2,7 +2,7 @@
 
 This module owns IMPALA's data contract (paper section 3; the official release's `ActorOutput`,
 `StepOutput` and `AgentOutput`). It imports numpy only, so environment worker processes can use it
-without loading TensorFlow; `to_tensor_specs` converts specs lazily.
+without loading TensorFlow.
 
 Time alignment (the release's `build_actor` and `build_learner`, `experiment.py`): an actor sends
 T+1 steps, the first being the last step of its previous trajectory; `env_outputs[t]` is what the
@@ -236,17 +236,6 @@ def initial_step_output(observation: Observation) -> StepOutput:
 def stack(items: Sequence[Any], axis: int = 0) -> Any:
     """Stacks a list of nests of arrays leaf by leaf along a new `axis`."""
     return tree.map_structure(lambda *xs: np.stack(xs, axis=axis), *items)
-
-
-def to_tensor_specs(structure: Any) -> Any:
-    """Converts a nest of `ArraySpec` to a nest of `tf.TensorSpec` (imports TensorFlow)."""
-    import tensorflow as tf
-
-    def convert(spec: ArraySpec) -> Any:
-        dtype = tf.string if np.dtype(spec.dtype) == np.object_ else tf.as_dtype(spec.dtype)
-        return tf.TensorSpec(spec.shape, dtype, spec.name or None)
-
-    return tree.map_structure(convert, structure)
 
 
 EpisodeRecord = collections.namedtuple(

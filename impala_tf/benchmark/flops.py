@@ -232,27 +232,6 @@ def bench_agent_flops(
     return count(agent_layers(torso, frame, num_actions, use_lstm, tokens), action_repeats)
 
 
-def flops_table(instruction_tokens: int, unroll_lengths: dict[str, int]) -> list[dict[str, Any]]:
-    """Rows for the report: per step and per frame FLOPs of each agent on each shapes."""
-    rows = []
-    for kind in ("dmlab", "atari"):
-        for agent in ("shallow", "deep"):
-            f = bench_agent_flops(agent, kind, instruction_tokens)
-            t = unroll_lengths[kind]
-            rows.append(
-                {
-                    "agent": agent,
-                    "shapes": kind,
-                    "forward_flops_per_step": f.forward_per_step,
-                    "backward_flops_per_step": f.backward_per_step,
-                    "unroll_length": t,
-                    "learner_flops_per_frame": f.learner_per_frame(t),
-                    "actor_flops_per_frame": f.actor_per_frame(),
-                }
-            )
-    return rows
-
-
 def update_row_flops(row: dict[str, Any], instruction_tokens: int) -> dict[str, Any]:
     """The FLOP fields of a `learner_update` result row (its agent, shapes, B and T)."""
     f = bench_agent_flops(row["agent"], row["shapes"], instruction_tokens)
