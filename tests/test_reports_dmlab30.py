@@ -13,45 +13,13 @@ import subprocess
 import sys
 
 import pytest
+from test_dmlab30 import HUMAN  # The release's `dmlab30.py` values, written out there.
+from test_reports import cells
 
 from impala_tf.reports import common
 from impala_tf.reports import dmlab30 as report
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-# HUMAN reference per test level (the release's `dmlab30.py` values).
-HUMAN = {
-    "rooms_collect_good_objects_test": 10,
-    "rooms_exploit_deferred_effects_test": 85.65,
-    "rooms_select_nonmatching_object": 65.9,
-    "rooms_watermaze": 54,
-    "rooms_keys_doors_puzzle": 53.8,
-    "language_select_described_object": 389.5,
-    "language_select_located_object": 280.7,
-    "language_execute_random_task": 254.05,
-    "language_answer_quantitative_question": 184.5,
-    "lasertag_one_opponent_small": 12.65,
-    "lasertag_three_opponents_small": 18.55,
-    "lasertag_one_opponent_large": 18.6,
-    "lasertag_three_opponents_large": 31.5,
-    "natlab_fixed_large_map": 36.9,
-    "natlab_varying_map_regrowth": 24.45,
-    "natlab_varying_map_randomized": 42.35,
-    "skymaze_irreversible_path_hard": 100,
-    "skymaze_irreversible_path_varied": 100,
-    "psychlab_arbitrary_visuomotor_mapping": 58.75,
-    "psychlab_continuous_recognition": 58.3,
-    "psychlab_sequential_comparison": 39.5,
-    "psychlab_visual_search": 78.5,
-    "explore_object_locations_small": 74.45,
-    "explore_object_locations_large": 65.65,
-    "explore_obstructed_goals_small": 206,
-    "explore_obstructed_goals_large": 119.5,
-    "explore_goal_locations_small": 267.5,
-    "explore_goal_locations_large": 194.5,
-    "explore_object_rewards_few": 77.7,
-    "explore_object_rewards_many": 106.7,
-}
 
 
 def made_up_levels() -> dict[str, dict[str, list[float]]]:
@@ -80,15 +48,6 @@ def write_results(path, levels, **extra) -> str:
     data = {"levels": levels, "policy": "sampled", "num_episodes_per_level": 2, **extra}
     path.write_text(json.dumps(data))
     return str(path)
-
-
-def cells(markdown: str, first_cell: str) -> list[str]:
-    """The stripped cells of the Markdown row whose first cell is `first_cell`."""
-    for line in markdown.splitlines():
-        parts = [p.strip() for p in line.strip().strip("|").split("|")]
-        if line.startswith("|") and parts[0] == first_cell:
-            return parts
-    raise AssertionError(f"no row {first_cell!r} in:\n{markdown}")
 
 
 def test_scores_hand_computed(tmp_path):
