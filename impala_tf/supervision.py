@@ -129,6 +129,16 @@ def stop(
                 pass
 
 
+def _show(chunk: bytes) -> bool:
+    """Writes `chunk` to this process's stdout; False once stdout is gone."""
+    try:
+        sys.stdout.buffer.write(chunk)
+        sys.stdout.flush()
+        return True
+    except (OSError, ValueError):
+        return False
+
+
 def _follow(log_path: str, offset: int, child: subprocess.Popen) -> None:
     """Prints what a child appends to its log file, from `offset`, until the child has exited.
 
@@ -140,20 +150,11 @@ def _follow(log_path: str, offset: int, child: subprocess.Popen) -> None:
         while True:
             chunk = log.read(65536)
             if chunk:
-                try:
-                    sys.stdout.buffer.write(chunk)
-                    sys.stdout.flush()
-                except (OSError, ValueError):
+                if not _show(chunk):
                     return
                 continue
             if child.poll() is not None:
-                rest = log.read()
-                if rest:
-                    try:
-                        sys.stdout.buffer.write(rest)
-                        sys.stdout.flush()
-                    except (OSError, ValueError):
-                        pass
+                _show(log.read())
                 return
             time.sleep(0.2)
 

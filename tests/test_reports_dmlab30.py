@@ -155,44 +155,30 @@ def test_level_given_twice_is_an_error(tmp_path):
         report.score_results(results)
 
 
+def _run(module: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", module, *args], cwd=REPO, capture_output=True, text=True, timeout=50
+    )
+
+
 @pytest.mark.timeout(60)
 def test_cli(tmp_path):
     path = write_results(tmp_path / "run.json", made_up_levels())
     out = tmp_path / "out" / "report.csv"
-    cmd = [sys.executable, "-m", "impala_tf.reports.dmlab30", path]
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=50)
+    proc = _run("impala_tf.reports.dmlab30", path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.rstrip().splitlines()[-1] == "Mean capped human-normalised score: 91.7%"
-    proc = subprocess.run(
-        cmd + ["--format=csv", f"--output={out}"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=50,
-    )
+    proc = _run("impala_tf.reports.dmlab30", path, "--format=csv", f"--output={out}")
     assert proc.returncode == 0, proc.stderr
     _, lines = common.parse_csv_report(out.read_text())
     assert lines[-1] == "Mean capped human-normalised score: 91.7%"
     levels = made_up_levels()
     del levels["natlab_fixed_large_map"]
-    bad = write_results(tmp_path / "bad.json", levels)
-    proc = subprocess.run(
-        [sys.executable, "-m", "impala_tf.reports.dmlab30", bad],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=50,
-    )
+    proc = _run("impala_tf.reports.dmlab30", write_results(tmp_path / "bad.json", levels))
     assert proc.returncode == 1
     assert "natlab_fixed_large_map" in proc.stderr
     # The old command names the new one (its package is a data leaf: it cannot run the report).
-    proc = subprocess.run(
-        [sys.executable, "-m", "dmlab30.report", path],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=50,
-    )
+    proc = _run("dmlab30.report", path)
     assert proc.returncode == 2
     assert f"run: python -m impala_tf.reports.dmlab30 {path}" in proc.stderr
 

@@ -143,3 +143,13 @@ def test_describe_status():
     assert supervision.describe_status(3) == "exited with status 3"
     assert supervision.describe_status(-signal.SIGKILL) == "was killed by SIGKILL"
     assert supervision.describe_status(-200) == "was killed by signal 200"
+
+
+@pytest.mark.timeout(60)
+def test_an_echoed_child_is_shown_on_the_console_to_its_last_line(tmp_path, capfd):
+    code = "import sys, time\nfor i in range(3):\n    print(f'line {i}', flush=True)\n    time.sleep(0.3)\n"
+    child = supervision.Child("c", _python(code), str(tmp_path / "c.log"), echo=True)
+    child.start()
+    assert child.process.wait(timeout=30) == 0
+    child.finish_echo()
+    assert capfd.readouterr().out.splitlines() == ["line 0", "line 1", "line 2"]

@@ -270,21 +270,21 @@ def build_report(results: Sequence[EvaluationResults]) -> Report:
         common.percent_line(MEDIAN_LABEL, first.median, reason),
         common.percent_line(MEAN_LABEL, first.mean, reason),
     ]
-    tables = [table_4(results, scores), table_c1(results, scores)]
-    if any(common.training_kind(r) for r in results):  # Only files that say how they trained.
-        tables.insert(1, table_matching(results, scores))
-    if any(common.uses_popart(r) for r in results):
-        tables.insert(1, table_popart(results, scores))
-    return Report(tables, lines)
+    return common.suite_report(
+        results,
+        [table_4(results, scores), table_c1(results, scores)],
+        lines,
+        lambda: table_matching(results, scores),
+        lambda: table_popart(results, scores),
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point; returns the exit status (0 ok, 1 bad input)."""
-    parser = common.report_parser(
+    parser = common.results_parser(
         "python -m impala_tf.reports.atari57",
         "Render the IMPALA paper's Atari Table 4 and Table C.1 next to our results.",
     )
-    parser.add_argument("results", nargs="+", help="evaluation results JSON file(s)")
     args = parser.parse_args(argv)
     return common.render_report(lambda: build_report(common.load_results_files(args.results)), args)
 

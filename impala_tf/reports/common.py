@@ -426,6 +426,30 @@ def report_parser(prog: str, description: str) -> argparse.ArgumentParser:
     return parser
 
 
+def results_parser(prog: str, description: str) -> argparse.ArgumentParser:
+    """`report_parser` with the evaluation results files as positional arguments."""
+    parser = report_parser(prog, description)
+    parser.add_argument("results", nargs="+", help="evaluation results JSON file(s)")
+    return parser
+
+
+def suite_report(
+    results: Sequence[EvaluationResults],
+    tables: Sequence[Table],
+    lines: Sequence[str],
+    matching: Callable[[], Table],
+    popart: Callable[[], Table],
+) -> Report:
+    """A suite report: the paper's `tables` with, after the first, the PopArt table (when a run used
+    PopArt) and the matching paper rows (when a results file says how it trained); then `lines`."""
+    ordered = list(tables)
+    if any(training_kind(r) for r in results):  # Only files that say how they trained.
+        ordered.insert(1, matching())
+    if any(uses_popart(r) for r in results):
+        ordered.insert(1, popart())
+    return Report(ordered, list(lines))
+
+
 def render_report(build: Callable[[], Report], args: argparse.Namespace) -> int:
     """Builds and writes a report; bad input prints `error: ...` and returns 1, else 0."""
     try:

@@ -286,21 +286,21 @@ def build_report(results: Sequence[EvaluationResults], allow_missing: bool = Fal
         common.percent_line(UNCAPPED_LABEL, first.uncapped, reason),
         common.percent_line(CAPPED_LABEL, first.capped, reason),
     ]
-    tables = [table_3(results, scores), table_b1(results, scores)]
-    if any(common.training_kind(r) for r in results):  # Only files that say how they trained.
-        tables.insert(1, table_matching(results, scores))
-    if any(common.uses_popart(r) for r in results):
-        tables.insert(1, table_popart(results, scores))
-    return Report(tables, lines)
+    return common.suite_report(
+        results,
+        [table_3(results, scores), table_b1(results, scores)],
+        lines,
+        lambda: table_matching(results, scores),
+        lambda: table_popart(results, scores),
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point; returns the exit status (0 ok, 1 bad input)."""
-    parser = common.report_parser(
+    parser = common.results_parser(
         "python -m impala_tf.reports.dmlab30",
         "Render the IMPALA paper's DMLab-30 Table 3 and Table B.1 next to our results.",
     )
-    parser.add_argument("results", nargs="+", help="evaluation results JSON file(s)")
     parser.add_argument(
         "--allow_missing",
         action="store_true",
