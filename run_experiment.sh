@@ -7,7 +7,10 @@
 #   ./run_experiment.sh --level_name=atari/pong           # the paper's Atari settings (Table G.1)
 #   ./run_experiment.sh --level_name=dmlab30 --dataset_path=/path/to/brady_konkle_oliva2008
 #   ./run_experiment.sh --mode=describe --agent=deep      # print the resolved configuration and the network
+# Without --logdir each training run gets a new runs/<level>-<UTC time>; the run prints the commands
+# that resume and evaluate it, written as you invoked this script.
 set -euo pipefail
+export IMPALA_TF_COMMAND="$0" IMPALA_TF_CALLER_DIR="$PWD"
 cd "$(dirname "${BASH_SOURCE[0]}")"
 source scripts/bootstrap.sh requirements.txt
 exec "${PYTHON}" -m impala_tf.experiment "$@"

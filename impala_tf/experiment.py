@@ -14,6 +14,7 @@ This is the only module that reads flags.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -21,7 +22,7 @@ from typing import Any
 
 from absl import app, flags
 
-from impala_tf import configs, quiet
+from impala_tf import configs, hints, quiet, rundir
 
 FLAGS = flags.FLAGS
 FROM_PRESET = " (default: from the preset)"
@@ -200,9 +201,14 @@ def pbt(resolved: configs.Resolved) -> int:
         print(f"error: {problem}", file=sys.stderr)
         return 2
     try:
-        os.makedirs(config.runtime.logdir, exist_ok=True)
         if config.pbt.pbt_start_members:
             check_environment_available(config)
+        if not config.runtime.logdir:  # A new population directory per run.
+            logdir = rundir.new_run_dir(f"{config.env.level_name}-pbt")
+            config = config.replace("runtime", logdir=logdir)
+            resolved = dataclasses.replace(resolved, config=config)
+            print(f"[pbt] population directory: {hints.display_path(logdir)}", flush=True)
+        os.makedirs(config.runtime.logdir, exist_ok=True)
         return supervisor.run_population(resolved)
     except (OSError, ImportError, controller.PopulationMismatchError) as error:
         print(f"error: {error}", file=sys.stderr)
@@ -216,10 +222,20 @@ def test(config: configs.Config) -> int:
     explicit = FLAGS["preset"].present or any(
         FLAGS[name].present for name, s in CONFIG_FLAGS.items() if s.section == "env"
     )
+    logdir = config.runtime.logdir
+    if not logdir:
+        logdir = rundir.newest_run_dir()
+        if logdir is None:
+            print(
+                f"error: no run in {rundir.RUNS}/ to evaluate: give --logdir=<run directory>",
+                file=sys.stderr,
+            )
+            return 2
+        print(f"[test] evaluating the newest run, {hints.display_path(logdir)}", flush=True)
     try:
         evaluation.run_test_mode(
             config if explicit else None,
-            config.runtime.logdir,
+            logdir,
             checkpoint=FLAGS.checkpoint or None,
             output=FLAGS.test_output or None,
             test_num_episodes=FLAGS.test_num_episodes,
@@ -255,12 +271,24 @@ def check_environment_available(config: configs.Config) -> None:
     """Fails early, before any process starts, when the environment cannot be built here.
 
     Raises:
-      ImportError: `deepmind_lab` is missing for a DMLab level (the message says how to build it).
+      ImportError: `deepmind_lab` is missing for a DMLab level: one line that suggests close level
+        names of other suites and points to docs/real_dmlab.md.
     """
     if config.env.kind == "dmlab":
+        from impala_tf import envs
         from impala_tf.envs import dmlab
 
-        dmlab.import_deepmind_lab()
+        try:
+            dmlab.import_deepmind_lab()
+        except dmlab.DeepMindLabNotInstalledError as error:
+            cause = error.__cause__
+            close = envs.level_suggestions(config.env.level_name)
+            meant = f" (did you mean {' or '.join(close)}?)" if close else ""
+            raise ImportError(
+                f"Cannot import deepmind_lab ({type(cause).__name__}: {cause}), needed to run "
+                f"--level_name={config.env.level_name} as a DeepMind Lab level{meant}; it is "
+                "built from source: bash scripts/build_dmlab.sh, see docs/real_dmlab.md"
+            ) from error
 
 
 def check_memory(config: configs.Config, local: bool) -> None:
@@ -299,28 +327,58 @@ def check_memory(config: configs.Config, local: bool) -> None:
 
 
 def train(config: configs.Config) -> int:
-    """Local run (`--task=-1`, no cluster given) or one task of a distributed run."""
+    """Local run (`--task=-1`, no cluster given) or one task of a distributed run.
+
+    Without `--logdir` a local run gets a new directory (`rundir.new_run_dir`); with it, the
+    directory must be new or a run of the same settings (`rundir.check_resume`), checked before
+    anything is written.
+    """
+    distributed = FLAGS.task >= 0 or FLAGS.cluster_spec or os.environ.get("TF_CONFIG")
+    logdir = config.runtime.logdir
+    try:  # Before TensorFlow is imported: a refused directory is one line at once.
+        if distributed and not logdir and FLAGS.job_name == "learner":
+            raise rundir.RunDirInUseError(
+                "a learner of a distributed run needs --logdir (the same directory for all its "
+                "learners)"
+            )
+        changes = rundir.check_resume(logdir, config) if logdir else []
+    except rundir.RunDirInUseError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
     from impala_tf import bookkeeping, launcher, runtime, transport
 
-    distributed = FLAGS.task >= 0 or FLAGS.cluster_spec or os.environ.get("TF_CONFIG")
     try:
-        bookkeeping.ensure_writable_logdir(config.runtime.logdir)
         if FLAGS.job_name == "actor" or FLAGS.task < 0:
             check_environment_available(config)
         if not distributed or FLAGS.job_name == "learner":
             check_memory(config, local=not distributed)
+        if not logdir and not distributed:
+            logdir = rundir.new_run_dir(config.env.level_name)
+            config = config.replace("runtime", logdir=logdir)
+        if logdir:
+            bookkeeping.ensure_writable_logdir(logdir)
     except (bookkeeping.LogdirError, ImportError, MemoryError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except OSError as error:
+        print(f"error: cannot create a run directory in {rundir.RUNS}/: {error}", file=sys.stderr)
+        return 2
     if not distributed:
-        return launcher.launch_local(
-            sys.argv[1:],
+        flags_given = hints.without_flag(sys.argv[1:], "logdir")
+        if os.path.exists(rundir.RunDir(logdir).config):
+            changed = f" (changed: {rundir.describe_changes(changes)})" if changes else ""
+            print(f"[launcher] resuming the run in {hints.display_path(logdir)}{changed}")
+        status = launcher.launch_local(
+            [*flags_given, f"--logdir={logdir}"],
             num_learners=config.runtime.num_learners,
             num_actors=config.runtime.num_actors,
-            logdir=config.runtime.logdir,
+            logdir=logdir,
             watchdog_seconds=config.runtime.watchdog_seconds,
             isolate_network=config.runtime.isolate_network,
         )
+        print(next_steps(flags_given, logdir, finished=status == 0), flush=True)
+        return status
     launcher.install_stack_dump()
     try:
         cluster, job_name, task = _cluster_and_role()
@@ -340,6 +398,17 @@ def train(config: configs.Config) -> int:
     except runtime.LearnerStuckError as error:
         print(f"error: {error}", file=sys.stderr)
         return 4
+
+
+def next_steps(flags_given: list[str], logdir: str, finished: bool) -> str:
+    """The `[launcher]` lines that end a local run: how to resume it (or train it longer) and how
+    to evaluate it, as commands that can be pasted into the shell that started it."""
+    shown = hints.display_path(logdir)
+    entry = hints.entry_command()
+    resume = hints.command_line([*entry, *flags_given, f"--logdir={shown}"])
+    evaluate = hints.command_line([*entry, "--mode=test", f"--logdir={shown}"])
+    how = "train further (with a larger --total_environment_frames)" if finished else "resume"
+    return f"[launcher] {how}: {resume}\n[launcher] evaluate: {evaluate}"
 
 
 def parse_flags(argv: list[str]) -> list[str]:

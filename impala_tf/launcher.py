@@ -31,7 +31,7 @@ from collections.abc import Sequence
 
 import psutil
 
-from impala_tf import isolation, rundir, supervision
+from impala_tf import hints, isolation, rundir, supervision
 from impala_tf.supervision import describe_status
 from impala_tf.supervision import install_stack_dump as install_stack_dump
 
@@ -191,9 +191,10 @@ def launch_local(
     ]
     print(
         f"[launcher] {num_learners} learner(s) on {learner_hosts}, {num_actors} actor(s)\n"
-        f"[launcher] logdir: {logdir}  (checkpoints: {run_dir.checkpoints}, "
-        f"episodes: {run_dir.episodes}, logs: {run_dir.logs})\n"
-        f"[launcher] TensorBoard: tensorboard --logdir {logdir}",
+        f"[launcher] run directory: {hints.display_path(logdir)}  (checkpoints/, episodes.csv, "
+        "logs/, config.json)\n"
+        f"[launcher] TensorBoard: {hints.venv_tool('tensorboard')} --logdir "
+        f"{hints.display_path(logdir)}",
         flush=True,
     )
 

@@ -13,8 +13,10 @@
     <logdir>/pbt/                 a population-based-training member's exchange with its controller
                                   (`impala_tf.pbt.protocol`)
 
-Each file's writer and reader live together in the module named beside it; this module only names
-the paths, and writes and reads the heartbeat.
+Each file's writer and reader live together in the module named beside it; this module names the
+paths, writes and reads the heartbeat, names a new run's default directory (`new_run_dir`:
+`runs/<level>-<UTC time>`) and decides whether a directory may be resumed with given settings
+(`check_resume`): a run directory belongs to one run, and its `config.json` is never overwritten.
 """
 
 from __future__ import annotations
@@ -22,8 +24,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import time
 from typing import Any
+
+from impala_tf import configs, hints
 
 CONFIG = "config.json"
 CHECKPOINTS = "checkpoints"
@@ -35,6 +40,21 @@ TEST_RESULTS = "test_results.json"
 SWEEP_RUN = "sweep_run.json"
 CONSOLE = "console.log"
 PBT = "pbt"
+RUNS = "runs"  # Where runs without --logdir go, relative to the working directory.
+
+# Settings a resumed run may change: how long it trains, where its optional inputs are and how its
+# processes run and report (`RuntimeConfig`, but for the two below). The others define the run
+# (level, agent, hyperparameters, seed, number of synchronous learners) and must be the same.
+RESUME_MAY_CHANGE = frozenset(
+    {
+        "learner.total_environment_frames",
+        "env.dataset_path",
+        "env.level_cache_dir",
+        "env.atari_backend",
+        "pbt.pbt_start_members",
+    }
+    | {f"runtime.{f.name}" for f in dataclasses.fields(configs.RuntimeConfig)}
+) - {"runtime.seed", "runtime.num_learners"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,3 +155,120 @@ def read_heartbeat(run_dir: RunDir) -> Heartbeat | None:
         return Heartbeat(**data)
     except (OSError, ValueError, TypeError):
         return None
+
+
+class RunDirInUseError(ValueError):
+    """The run directory holds a run with other settings (the message is one line)."""
+
+
+def new_run_dir(level_name: str, base: str = RUNS, now: float | None = None) -> str:
+    """Creates and returns a new run directory `<base>/<level>-<UTC time>` (e.g.
+    `runs/toy_catch-20261201T223305Z`); `-2`, `-3`, ... is appended when that one already exists,
+    so two runs never share one.
+
+    Args:
+      level_name: the run's level or suite (`/` and other characters unsafe in a name become `_`).
+      base: the parent directory (created if needed).
+      now: seconds since the epoch (default: now).
+    """
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", level_name).strip("_.") or "run"
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(time.time() if now is None else now))
+    os.makedirs(base, exist_ok=True)
+    path = os.path.join(base, f"{name}-{stamp}")
+    for n in range(1, 1000):
+        candidate = path if n == 1 else f"{path}-{n}"
+        try:
+            os.mkdir(candidate)
+            return candidate
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"{path}: 999 runs started in the same second")
+
+
+def newest_run_dir(base: str = RUNS) -> str | None:
+    """The most recently started run directory under `base` (one with a `config.json`), or None."""
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return None
+    runs = [os.path.join(base, n) for n in names if os.path.isfile(os.path.join(base, n, CONFIG))]
+    return max(runs, key=lambda p: os.path.getmtime(os.path.join(p, CONFIG)), default=None)
+
+
+def setting_differences(
+    saved: configs.Config, config: configs.Config
+) -> list[tuple[str, Any, Any]]:
+    """`(section.field, saved value, new value)` of every setting that differs, in settings order."""
+    old, new = saved.to_dict(), config.to_dict()
+    found = []
+    for s in configs.settings():
+        before, after = old[s.section][s.name], new[s.section][s.name]
+        if before != after:
+            found.append((s.key, before, after))
+    return found
+
+
+def check_resume(logdir: str, config: configs.Config) -> list[tuple[str, Any, Any]]:
+    """Whether `config` may run in `logdir`: a new directory, or a run of the same settings.
+
+    Reads `<logdir>/config.json` only; writes nothing.
+
+    Returns:
+      The differences `RESUME_MAY_CHANGE` allows (e.g. a longer `total_environment_frames`); empty
+      for a new directory or the same settings.
+
+    Raises:
+      RunDirInUseError: the directory's run has other settings that define it (one line naming
+        them and saying what to do), or its `config.json` does not read.
+    """
+    path = RunDir(logdir).config
+    shown = hints.display_path(logdir)
+    try:
+        saved = configs.read_config(path)
+    except ValueError as error:
+        raise RunDirInUseError(
+            f"--logdir={shown} has a config.json that does not read ({error}); give a new --logdir"
+        ) from error
+    if saved is None:
+        return []
+    differences = setting_differences(saved, _with_logdir(config, saved.runtime.logdir))
+    refused = [d for d in differences if d[0] not in RESUME_MAY_CHANGE]
+    if refused:
+        derived = {s.key for s in configs.settings() if not s.flag}  # What the level decides.
+        flagged = [d for d in refused if d[0] not in derived]
+        items = [
+            f"--{key.split('.')[1]}={_shown(new)} (the run's: {_shown(old)})"
+            for key, old, new in flagged or refused
+        ]
+        raise RunDirInUseError(
+            f"--logdir={shown} is a run with other settings: {hints.shorten(items, limit=4)}. "
+            "Resume it with its own settings, or give a new --logdir (without --logdir each run "
+            f"gets its own {RUNS}/<level>-<time>)"
+        )
+    return differences
+
+
+def write_config_once(run_dir: RunDir, config: configs.Config) -> bool:
+    """Writes the run's `config.json` unless it has one: the settings the run started with are
+    never overwritten (a resume may change only `RESUME_MAY_CHANGE`; `check_resume`).
+
+    Returns:
+      Whether it was written.
+    """
+    if os.path.exists(run_dir.config):
+        return False
+    configs.write_config(run_dir.config, config)
+    return True
+
+
+def _shown(value: Any) -> str:
+    return value if isinstance(value, str) and value else repr(value)
+
+
+def _with_logdir(config: configs.Config, logdir: str) -> configs.Config:
+    return config.replace("runtime", logdir=logdir)
+
+
+def describe_changes(differences: list[tuple[str, Any, Any]]) -> str:
+    """`total_environment_frames 300000 -> 600000, ...`: the allowed changes of a resumed run."""
+    return ", ".join(f"{key.split('.')[1]} {old!r} -> {new!r}" for key, old, new in differences)

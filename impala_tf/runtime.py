@@ -437,7 +437,7 @@ def run_learner(
     run_dir = rundir.RunDir(bookkeeping.ensure_writable_logdir(config.runtime.logdir))
     prefix = f"[learner {task}]"
     if task == 0:
-        configs.write_config(run_dir.config, config)
+        rundir.write_config_once(run_dir, config)
     allocator.keep_freed_memory(config.runtime.malloc_keep_mb)
     stop = _StopFlag()
     strategy = _learner_strategy(cluster, task)

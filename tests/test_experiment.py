@@ -154,7 +154,11 @@ def test_help_shows_no_default_that_does_not_apply():
         (("--batch_size=1000000000",), "batch_size=1000000000 is out of range"),
         (("--num_actors=1000000",), "num_actors=1000000 is out of range"),
         (("--preset=nope",), "unknown preset"),
-        (("--level_name=atari/pongg",), "unknown"),
+        (("--level_name=atari/pongg",), "did you mean atari/pong? Valid games: alien,"),
+        (("--level_name=pong",), "unknown level 'pong'; did you mean atari/pong?"),
+        (("--level_name=PongNoFrameskip-v4",), "did you mean atari/pong?"),
+        (("--level_name=catch",), "did you mean toy/catch?"),
+        (("--level_name=dmlab-30",), "did you mean dmlab30?"),
         (("--level_name=toy/catch", "--num_action_repeats=4"), "does not apply to toy/catch"),
         (("--reward_clipping=abs_two",), "reward_clipping"),
         (("extra_argument",), "unexpected arguments"),
@@ -166,6 +170,82 @@ def test_bad_flags_exit_2_with_one_line(flags, message):
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and message in errors[0], result.stderr
     assert "Traceback" not in result.stderr
+    assert len(errors[0]) < 300, errors[0]  # Long lists of choices are shortened.
+
+
+def _tree(root):
+    """Every path under `root` with its size and modification time."""
+    found = {}
+    for directory, subdirs, files in os.walk(root):
+        for name in files + subdirs:
+            stat = os.stat(os.path.join(directory, name))
+            found[os.path.join(directory, name)] = (stat.st_size, stat.st_mtime_ns)
+    return found
+
+
+@pytest.mark.timeout(120)
+def test_other_settings_in_a_used_run_directory_are_refused_at_once(tmp_path):
+    from impala_tf import configs
+
+    logdir = tmp_path / "run"
+    os.makedirs(logdir / "checkpoints")
+    saved = configs.resolve("toy", {"runtime": {"logdir": str(logdir)}}).config
+    configs.write_config(str(logdir / "config.json"), saved)
+    before = _tree(tmp_path)
+    result = run("--level_name=atari/pong", f"--logdir={logdir}", timeout=100)
+    assert result.returncode == 2, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "--level_name=atari/pong (the run's: toy/catch)" in errors[0]
+    assert "Resume it with its own settings, or give a new --logdir" in errors[0], errors[0]
+    assert _tree(tmp_path) == before  # Nothing written, config.json untouched.
+
+
+@pytest.mark.timeout(120)
+def test_missing_deepmind_lab_is_one_line_with_a_suggestion_and_the_docs(tmp_path):
+    result = run("--level_name=pongg", f"--logdir={tmp_path / 'run'}", timeout=100)
+    assert result.returncode == 2, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(errors) == 1, result.stderr
+    assert errors[0].startswith("error: Cannot import deepmind_lab"), errors[0]
+    assert "(did you mean atari/pong?)" in errors[0] and "docs/real_dmlab.md" in errors[0]
+    assert not os.path.exists(tmp_path / "run")
+
+
+@pytest.mark.timeout(120)
+def test_test_mode_without_logdir_and_no_run_says_what_to_give(tmp_path):
+    env = {**os.environ, "PYTHONPATH": REPO}
+    result = subprocess.run(
+        [sys.executable, "-m", "impala_tf.experiment", "--mode=test"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=100,
+    )
+    assert result.returncode == 2
+    assert "error: no run in runs/ to evaluate: give --logdir=<run directory>" in result.stderr
+    assert not os.path.exists(tmp_path / "runs")
+
+
+def test_the_commands_that_end_a_run_can_be_pasted(monkeypatch, tmp_path):
+    from impala_tf import experiment, hints
+
+    monkeypatch.setenv(hints.COMMAND_ENV, "./run_experiment.sh")
+    monkeypatch.setenv(hints.CALLER_DIR_ENV, str(tmp_path))
+    logdir = str(tmp_path / "runs" / "toy_catch-20261201T223826Z")
+    text = experiment.next_steps(["--num_actors=1"], logdir, finished=False)
+    resume, evaluate = text.splitlines()
+    assert resume == (
+        "[launcher] resume: ./run_experiment.sh --num_actors=1 "
+        "--logdir=runs/toy_catch-20261201T223826Z"
+    )
+    assert evaluate.endswith(
+        "./run_experiment.sh --mode=test --logdir=runs/toy_catch-20261201T223826Z"
+    )
+    finished = experiment.next_steps([], logdir, finished=True)
+    assert finished.startswith(
+        "[launcher] train further (with a larger --total_environment_frames)"
+    )
 
 
 @pytest.mark.timeout(240)
