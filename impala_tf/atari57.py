@@ -329,12 +329,19 @@ def game_name(name: str) -> str:
     Raises:
       ValueError: if the name is not one of the 57 games (the message suggests close names).
     """
-    bare = name[len("atari/") :] if name.startswith("atari/") else name
+    prefix = "atari/" if name.startswith("atari/") else ""
+    bare = name[len(prefix) :]
     if bare not in RANDOM_SCORES:
-        close = difflib.get_close_matches(bare, GAMES, n=3)
-        hint = f"; did you mean {close}?" if close else ""
-        raise ValueError(f"unknown Atari-57 game {name!r}{hint} Valid games: {', '.join(GAMES)}")
+        close = [prefix + game for game in difflib.get_close_matches(bare, GAMES, n=3)]
+        hint = f"; did you mean {' or '.join(close)}?" if close else ""
+        raise ValueError(f"unknown Atari-57 game {name!r}{hint} Valid games: {_shorten(GAMES)}")
     return bare
+
+
+def _shorten(names: tuple[str, ...], limit: int = 8) -> str:
+    """The first `limit` names and how many more (this data module imports nothing of ours)."""
+    more = f", ... ({len(names) - limit} more)" if len(names) > limit else ""
+    return ", ".join(names[:limit]) + more
 
 
 # Random scores under which the paper's Table 4 means are reproduced from its Table C.1 (see the

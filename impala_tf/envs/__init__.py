@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import re
 
-from impala_tf import configs, structures
+import dmlab30
+from impala_tf import atari57, configs, hints, structures
 from impala_tf.configs import EnvConfig
 from impala_tf.envs.base import Environment, StepStream
 
@@ -25,6 +27,7 @@ __all__ = [
     "create_environment",
     "environment_kind",
     "environment_spec",
+    "level_suggestions",
     "suite_levels",
 ]
 
@@ -94,6 +97,8 @@ def complete_config(config: configs.Config) -> configs.Config:
       ValueError: an unknown level, game or toy task (with suggestions), or invalid values.
     """
     kind = environment_kind(config.env.level_name)
+    if kind == "dmlab":
+        check_dmlab_level_name(config.env.level_name)
     repeats = 1 if kind == "toy" else config.env.num_action_repeats
     env = dataclasses.replace(config.env, kind=kind, num_action_repeats=repeats)
     _, num_actions = environment_spec(env.level_name, env)
@@ -101,3 +106,54 @@ def complete_config(config: configs.Config) -> configs.Config:
         config.agent, num_actions=num_actions, use_instruction=kind == "dmlab"
     )
     return configs.validate(dataclasses.replace(config, env=env, agent=agent))
+
+
+# Other suites' names a user may give bare or in Gym's spelling (`pong`, `PongNoFrameskip-v4`,
+# `catch`, `dmlab-30`): never DeepMind Lab levels.
+_SUITE_SPELLINGS = {"dmlab_30": "dmlab30", "atari_57": "atari57"}
+
+
+def _normalised(name: str) -> str:
+    """`PongNoFrameskip-v4` -> `pong`, `ALE/SpaceInvaders-v5` -> `space_invaders`, `Catch` -> `catch`."""
+    name = re.sub(r"^(ALE|atari)[/_:]", "", name.strip(), flags=re.IGNORECASE)
+    name = re.sub(r"(NoFrameskip|Deterministic)?-v\d+$", "", name)
+    name = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
+    return re.sub(r"[- ]+", "_", name)
+
+
+def _names_elsewhere() -> dict[str, str]:
+    """Bare name -> the name to give, for every Atari game, toy task and suite."""
+    from impala_tf.envs import toy
+
+    names = {game: f"atari/{game}" for game in atari57.GAMES}
+    names.update({task.split("/", 1)[1]: task for task in [*toy.TASKS, *toy.SUITES]})
+    names.update({suite: suite for suite in ("dmlab30", "atari57")})
+    names.update(_SUITE_SPELLINGS)
+    return names
+
+
+def check_dmlab_level_name(level_name: str) -> None:
+    """Refuses a name taken as a DeepMind Lab level that is another suite's (`pong` is
+    `atari/pong`, `catch` is `toy/catch`); DMLab-30 names and other names pass as given.
+
+    Raises:
+      ValueError: one line, "did you mean atari/pong?".
+    """
+    if level_name in dmlab30.ALL_LEVELS:
+        return
+    meant = _names_elsewhere().get(_normalised(level_name))
+    if meant and meant != level_name:
+        raise ValueError(
+            f"unknown level {level_name!r}; did you mean {meant}? (a DeepMind Lab level is any "
+            "other name, e.g. rooms_watermaze or seekavoid_arena_01)"
+        )
+
+
+def level_suggestions(level_name: str) -> list[str]:
+    """Known levels of any suite close to `level_name` (best first, at most 3; empty for a
+    DMLab-30 name)."""
+    candidates = {**{name: name for name in dmlab30.ALL_LEVELS}, **_names_elsewhere()}
+    if level_name in candidates.values():
+        return []
+    found = hints.close_matches(_normalised(level_name), candidates, n=3, cutoff=0.75)
+    return list(dict.fromkeys(candidates[f] for f in found))

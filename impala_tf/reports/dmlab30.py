@@ -24,6 +24,7 @@ import sys
 from collections.abc import Sequence
 
 from dmlab30 import levels, paper_results
+from impala_tf import hints
 from impala_tf import scores as scoring
 from impala_tf.reports import common, paper_popart
 from impala_tf.reports.common import Column, EvaluationResults, Report, Table
@@ -79,7 +80,7 @@ def score_results(results: EvaluationResults, allow_missing: bool = False) -> DM
     if missing and not allow_missing:
         raise ValueError(
             f"{results.name}: {len(missing)} of the {NUM_LEVELS} DMLab-30 levels missing or without "
-            f"returns: {', '.join(missing)}. The paper's score needs all {NUM_LEVELS} test levels "
+            f"returns: {hints.shorten(missing)}. The paper's score needs all {NUM_LEVELS} test levels "
             "(pass --allow_missing to render the others without a mean)."
         )
     means = split.mean_returns()
