@@ -16,9 +16,7 @@ import math
 import os
 import sys
 import time
-from collections.abc import Iterable
-
-import tensorflow as tf
+from collections.abc import Callable, Iterable
 
 from impala_tf import rundir
 from impala_tf.structures import EpisodeRecord
@@ -223,29 +221,65 @@ class RecentReturns:
 
 
 class Progress:
-    """A one-line console progress report: frames, frames/s, ETA, recent mean return."""
+    """A one-line console progress report: frames, frames/s, ETA, recent mean return.
 
-    def __init__(self, total_frames: int, start_frames: int = 0):
+    The rate and the ETA count only steady training, never the start-up (processes starting,
+    TensorFlow tracing the update, the queue filling): the measurement starts at the first line that
+    shows frames beyond the start (the first update has been applied), and the rate is the frames
+    over the last `window_seconds` of lines since then. Until `steady_seconds` of that measurement
+    exist, the line says `frames/s measuring` and `ETA measuring`.
+
+    Args:
+      total_frames: the run's `total_environment_frames`.
+      start_frames: the frame counter at start (restored on resume).
+      steady_seconds: how much training after start-up the rate is measured over before it is shown.
+      window_seconds: the rate's sliding window (recent speed, not the run's average).
+      clock: seconds, monotonic (tests pass their own).
+    """
+
+    def __init__(
+        self,
+        total_frames: int,
+        start_frames: int = 0,
+        steady_seconds: float = 30.0,
+        window_seconds: float = 120.0,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self._total = total_frames
-        self._last_time = time.time()
-        self._last_frames = start_frames
-        self._rate = math.nan
+        self._start_frames = start_frames
+        self._steady = steady_seconds
+        self._window = window_seconds
+        self._clock = clock
+        self._points: collections.deque[tuple[float, int]] = collections.deque()
+        self._measured_since: float | None = None
+
+    def rate(self, frames: int) -> float | None:
+        """Records a point; the steady frames/s, or None while it is still being measured."""
+        now = self._clock()
+        if self._measured_since is None:
+            if frames <= self._start_frames:
+                return None
+            self._measured_since = now  # The first update is in: start-up ends here.
+        self._points.append((now, frames))
+        while len(self._points) > 2 and now - self._points[1][0] >= self._window:
+            self._points.popleft()
+        if now - self._measured_since < self._steady or len(self._points) < 2:
+            return None
+        (t0, f0), (t1, f1) = self._points[0], self._points[-1]
+        return (f1 - f0) / (t1 - t0) if t1 > t0 else None
 
     def line(self, frames: int, recent_return: float, extra: str = "") -> str:
-        now = time.time()
-        elapsed = now - self._last_time
-        if elapsed > 0 and frames > self._last_frames:
-            self._rate = (frames - self._last_frames) / elapsed
-        self._last_time, self._last_frames = now, frames
-        if math.isfinite(self._rate) and self._rate > 0:
-            eta = format_duration(max(self._total - frames, 0) / self._rate)
-            rate = f"{self._rate:,.0f}"
+        rate = self.rate(frames)
+        if rate is None:
+            eta = shown = "measuring"
+        elif rate > 0:
+            eta, shown = format_duration(max(self._total - frames, 0) / rate), f"{rate:,.0f}"
         else:
-            eta, rate = "?", "?"
+            eta, shown = "?", "0"  # No frames over the whole window: stalled.
         percent = 100.0 * frames / self._total
         mean = "n/a" if math.isnan(recent_return) else f"{recent_return:.2f}"
         text = (
-            f"frames {frames:,}/{self._total:,} ({percent:.1f}%)  {rate} frames/s  ETA {eta}  "
+            f"frames {frames:,}/{self._total:,} ({percent:.1f}%)  {shown} frames/s  ETA {eta}  "
             f"recent mean return {mean}"
         )
         return f"{text}  {extra}".rstrip()
@@ -264,19 +298,24 @@ class Summaries:
     """TensorBoard scalars against environment frames (task 0 only)."""
 
     def __init__(self, logdir: str, level_name: str):
+        import tensorflow as tf  # Here: readers of episodes.csv (reports) start without it.
+
+        self._tf = tf
         self._writer = tf.summary.create_file_writer(logdir)
         self._level_name = level_name
 
     def scalars(self, frames: int, values: dict[str, float]) -> None:
         with self._writer.as_default(step=frames):
             for name, value in values.items():
-                tf.summary.scalar(name, float(value))
+                self._tf.summary.scalar(name, float(value))
 
     def episodes(self, frames: int, episodes: list[EpisodeRecord], repeats: int) -> None:
         with self._writer.as_default(step=frames):
             for episode in episodes:
-                tf.summary.scalar(f"{episode.level_name}/episode_return", episode.episode_return)
-                tf.summary.scalar(
+                self._tf.summary.scalar(
+                    f"{episode.level_name}/episode_return", episode.episode_return
+                )
+                self._tf.summary.scalar(
                     f"{episode.level_name}/episode_frames", episode.episode_step * repeats
                 )
 

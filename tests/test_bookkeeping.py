@@ -48,14 +48,63 @@ def test_unwritable_logdir_is_refused(tmp_path):
     assert bookkeeping.ensure_writable_logdir(str(tmp_path / "new")) == str(tmp_path / "new")
 
 
+class _Clock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
 def test_progress_line_reports_rate_and_eta():
-    progress = bookkeeping.Progress(total_frames=1000, start_frames=0)
-    progress._last_time -= 10.0  # 10 s ago.
-    line = progress.line(500, 0.25)
-    assert "frames 500/1,000 (50.0%)" in line
-    assert "50 frames/s" in line and "ETA 0m10s" in line
+    clock = _Clock()
+    progress = bookkeeping.Progress(total_frames=10_000, steady_seconds=30.0, clock=clock)
+    progress.line(100, 0.25)  # The first update: the measurement starts here.
+    clock.now += 40.0
+    line = progress.line(2_100, 0.25)
+    assert "frames 2,100/10,000 (21.0%)" in line
+    assert "50 frames/s" in line and "ETA 2m38s" in line, line
     assert "recent mean return 0.25" in line
     assert "n/a" in bookkeeping.Progress(10).line(0, math.nan)
+
+
+def test_eta_says_measuring_until_a_steady_rate_exists():
+    """Start-up (processes, tracing, the queue filling) is not counted: 4 frames/s over a slow
+    start must not become an ETA of 18 hours."""
+    clock = _Clock()
+    progress = bookkeeping.Progress(
+        total_frames=300_000, start_frames=0, steady_seconds=30.0, clock=clock
+    )
+    clock.now += 40.0  # 40 s of start-up before the first update.
+    assert "measuring frames/s  ETA measuring" in progress.line(0, math.nan)
+    assert "ETA measuring" in progress.line(160, -0.67)  # The first update.
+    for _ in range(2):
+        clock.now += 10.0
+        assert "ETA measuring" in progress.line(progress._points[-1][1] + 3_000, -0.5)
+    clock.now += 10.0
+    line = progress.line(9_160, -0.5)  # 30 s after the first update: 9,000 frames in 30 s.
+    assert "300 frames/s" in line and "ETA 16m09s" in line, line
+
+
+def test_the_rate_is_recent_and_a_resume_starts_measuring_again():
+    clock = _Clock()
+    progress = bookkeeping.Progress(
+        total_frames=10**9,
+        start_frames=5_000,
+        steady_seconds=10.0,
+        window_seconds=60.0,
+        clock=clock,
+    )
+    assert "ETA measuring" in progress.line(5_000, 0.0)  # Restored frames are not progress.
+    frames = 5_100
+    progress.line(frames, 0.0)
+    for rate in [100] * 12 + [1_000] * 7:  # A slow minute, then 70 s ten times faster.
+        clock.now += 10.0
+        frames += rate * 10
+        line = progress.line(frames, 0.0)
+    assert " 1,000 frames/s" in line, line
+    clock.now += 60.0
+    assert " 0 frames/s  ETA ?" in progress.line(frames, 0.0)  # Nothing for a whole window.
 
 
 def test_recent_returns_window():
