@@ -270,13 +270,8 @@ def build_report(results: Sequence[EvaluationResults]) -> Report:
         common.percent_line(MEDIAN_LABEL, first.median, reason),
         common.percent_line(MEAN_LABEL, first.mean, reason),
     ]
-    return common.suite_report(
-        results,
-        [table_4(results, scores), table_c1(results, scores)],
-        lines,
-        lambda: table_matching(results, scores),
-        lambda: table_popart(results, scores),
-    )
+    tables = [table_4, table_c1]
+    return common.suite_report(results, scores, tables, table_matching, table_popart, lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -435,18 +435,20 @@ def results_parser(prog: str, description: str) -> argparse.ArgumentParser:
 
 def suite_report(
     results: Sequence[EvaluationResults],
-    tables: Sequence[Table],
+    scores: Sequence[Any],
+    tables: Sequence[Callable[[Sequence[EvaluationResults], Sequence[Any]], Table]],
+    matching: Callable[[Sequence[EvaluationResults], Sequence[Any]], Table],
+    popart: Callable[[Sequence[EvaluationResults], Sequence[Any]], Table],
     lines: Sequence[str],
-    matching: Callable[[], Table],
-    popart: Callable[[], Table],
 ) -> Report:
     """A suite report: the paper's `tables` with, after the first, the PopArt table (when a run used
-    PopArt) and the matching paper rows (when a results file says how it trained); then `lines`."""
-    ordered = list(tables)
+    PopArt) and the matching paper rows (when a results file says how it trained); then `lines`.
+    Each table is built by calling its function with `(results, scores)`."""
+    ordered = [table(results, scores) for table in tables]
     if any(training_kind(r) for r in results):  # Only files that say how they trained.
-        ordered.insert(1, matching())
+        ordered.insert(1, matching(results, scores))
     if any(uses_popart(r) for r in results):
-        ordered.insert(1, popart())
+        ordered.insert(1, popart(results, scores))
     return Report(ordered, list(lines))
 
 

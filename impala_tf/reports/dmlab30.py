@@ -287,13 +287,8 @@ def build_report(results: Sequence[EvaluationResults], allow_missing: bool = Fal
         common.percent_line(UNCAPPED_LABEL, first.uncapped, reason),
         common.percent_line(CAPPED_LABEL, first.capped, reason),
     ]
-    return common.suite_report(
-        results,
-        [table_3(results, scores), table_b1(results, scores)],
-        lines,
-        lambda: table_matching(results, scores),
-        lambda: table_popart(results, scores),
-    )
+    tables = [table_3, table_b1]
+    return common.suite_report(results, scores, tables, table_matching, table_popart, lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
