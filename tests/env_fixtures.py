@@ -222,20 +222,17 @@ def repo_env(**extra: str) -> dict[str, str]:
 def start_in_session(argv, log_path=None, env=None) -> subprocess.Popen:
     """Starts `argv` from the repository root in a session of its own (so `assert_no_leftovers`
     finds everything it started), its output to `log_path` (or a pipe)."""
-    out = open(log_path, "wb") if log_path else subprocess.PIPE
-    try:
-        return subprocess.Popen(
-            argv,
-            cwd=REPO,
-            env=repo_env() if env is None else env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    finally:
-        if log_path:
-            out.close()
+    options = {
+        "cwd": REPO,
+        "env": repo_env() if env is None else env,
+        "stderr": subprocess.STDOUT,
+        "stdin": subprocess.DEVNULL,
+        "start_new_session": True,
+    }
+    if log_path is None:
+        return subprocess.Popen(argv, stdout=subprocess.PIPE, **options)
+    with open(log_path, "wb") as out:
+        return subprocess.Popen(argv, stdout=out, **options)
 
 
 def read_text(path) -> str:
