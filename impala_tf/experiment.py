@@ -26,6 +26,7 @@ from impala_tf import configs, hints, quiet, rundir
 
 FLAGS = flags.FLAGS
 FROM_PRESET = " (default: from the preset)"
+RUN_DIR_ENV = "IMPALA_TF_RUN_DIR"  # The local run's directory, for the launcher's re-execution.
 
 # --- Run options that are not part of the configuration. -------------------------------------------
 flags.DEFINE_string(
@@ -353,8 +354,9 @@ def train(config: configs.Config) -> int:
             check_environment_available(config)
         if not distributed or FLAGS.job_name == "learner":
             check_memory(config, local=not distributed)
+        reexecuted = os.environ.get(RUN_DIR_ENV)  # This command, run again by the launcher.
         if not logdir and not distributed:
-            logdir = rundir.new_run_dir(config.env.level_name)
+            logdir = reexecuted or rundir.new_run_dir(config.env.level_name)
             config = config.replace("runtime", logdir=logdir)
         if logdir:
             bookkeeping.ensure_writable_logdir(logdir)
@@ -366,17 +368,25 @@ def train(config: configs.Config) -> int:
         return 2
     if not distributed:
         flags_given = hints.without_flag(sys.argv[1:], "logdir")
-        if os.path.exists(rundir.RunDir(logdir).config):
+        if os.path.exists(rundir.RunDir(logdir).config) and not reexecuted:
             changed = f" (changed: {rundir.describe_changes(changes)})" if changes else ""
-            print(f"[launcher] resuming the run in {hints.display_path(logdir)}{changed}")
-        status = launcher.launch_local(
-            [*flags_given, f"--logdir={logdir}"],
-            num_learners=config.runtime.num_learners,
-            num_actors=config.runtime.num_actors,
-            logdir=logdir,
-            watchdog_seconds=config.runtime.watchdog_seconds,
-            isolate_network=config.runtime.isolate_network,
-        )
+            print(
+                f"[launcher] resuming the run in {hints.display_path(logdir)}{changed}", flush=True
+            )
+        # The launcher may run this command again to isolate the network (impala_tf.isolation,
+        # from sys.orig_argv): the run directory chosen here, and its announcement, stay the same.
+        os.environ[RUN_DIR_ENV] = logdir
+        try:
+            status = launcher.launch_local(
+                [*flags_given, f"--logdir={logdir}"],
+                num_learners=config.runtime.num_learners,
+                num_actors=config.runtime.num_actors,
+                logdir=logdir,
+                watchdog_seconds=config.runtime.watchdog_seconds,
+                isolate_network=config.runtime.isolate_network,
+            )
+        finally:
+            os.environ.pop(RUN_DIR_ENV, None)
         print(next_steps(flags_given, logdir, finished=status == 0), flush=True)
         return status
     launcher.install_stack_dump()
