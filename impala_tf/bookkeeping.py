@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import collections
 import csv
+import glob
 import io
 import math
 import os
+import struct
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -353,3 +355,50 @@ class Summaries:
 
     def flush(self) -> None:
         self._writer.flush()
+
+
+# TensorFlow's dtype enum (types.proto) -> numpy's, for scalars stored as `tensor_content`.
+_TENSOR_DTYPES = {1: "<f4", 2: "<f8", 3: "<i4", 9: "<i8", 19: "<f2"}
+
+
+def read_scalars(logdir: str) -> dict[str, list[tuple[int, float]]]:
+    """The TensorBoard scalars that `Summaries` wrote in `logdir`: `{tag: [(frames, value), ...]}`
+    sorted by frames ({} without event files), read without TensorFlow.
+
+    Event files are TFRecord files (each record: a little-endian uint64 length, its masked CRC, the
+    serialised `Event`, the data's masked CRC; CRCs are not checked) of `tensorboard`'s `Event`
+    protocol buffer. A record cut short by a crash ends the file's reading.
+    """
+    import numpy as np
+    from tensorboard.compat.proto import event_pb2
+
+    scalars: dict[str, list[tuple[int, float]]] = {}
+    for path in sorted(glob.glob(os.path.join(logdir, "events.out.tfevents.*"))):
+        with open(path, "rb") as f:
+            data = f.read()
+        at = 0
+        while at + 12 <= len(data):
+            (length,) = struct.unpack_from("<Q", data, at)
+            record = data[at + 12 : at + 12 + length]
+            at += 12 + length + 4
+            if len(record) < length or at > len(data):
+                break
+            event = event_pb2.Event.FromString(record)
+            for value in event.summary.value:
+                if value.HasField("tensor"):
+                    tensor = value.tensor
+                    numbers = [
+                        *tensor.float_val,
+                        *tensor.double_val,
+                        *tensor.int_val,
+                        *tensor.int64_val,
+                    ]
+                    if not numbers and tensor.dtype in _TENSOR_DTYPES:
+                        numbers = np.frombuffer(tensor.tensor_content, _TENSOR_DTYPES[tensor.dtype])
+                    if len(numbers) != 1:
+                        continue  # Not a scalar.
+                    number = float(numbers[0])
+                else:
+                    number = float(value.simple_value)
+                scalars.setdefault(value.tag, []).append((int(event.step), number))
+    return {tag: sorted(points) for tag, points in scalars.items()}

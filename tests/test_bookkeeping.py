@@ -2,6 +2,9 @@
 
 import glob
 import math
+import os
+import subprocess
+import sys
 
 import pytest
 import tensorflow as tf
@@ -9,6 +12,8 @@ import tensorflow as tf
 import dmlab30
 from impala_tf import atari57, bookkeeping
 from impala_tf.structures import EpisodeRecord
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def read_scalars(logdir):
@@ -230,3 +235,31 @@ def test_a_deleted_episode_log_is_recreated(tmp_path):
     assert [r["environment_frames"] for r in _rows(tmp_path)] == [2]
     header = (tmp_path / "episodes.csv").read_text().splitlines()[0]
     assert header == ",".join(bookkeeping.EPISODES_CSV_FIELDS)
+
+
+def test_scalars_read_back_without_tensorflow_as_tensorboard_reads_them(tmp_path):
+    from tensorboard.backend.event_processing import event_file_loader
+    from tensorboard.util import tensor_util
+
+    summaries = bookkeeping.Summaries(str(tmp_path), "toy/catch")
+    summaries.scalars(160, {"total_loss": 2.5, "learning_rate": 1e-3})
+    summaries.episodes(320, [EpisodeRecord("toy/catch", 1.0, 11, 0)], repeats=1)
+    summaries.scalars(480, {"total_loss": 0.25})
+    summaries.flush()
+    scalars = bookkeeping.read_scalars(str(tmp_path))
+    assert scalars["total_loss"] == [(160, 2.5), (480, 0.25)]
+    assert scalars["toy/catch/episode_frames"] == [(320, 11.0)]
+    expected = {}
+    for path in glob.glob(str(tmp_path / "events.out.tfevents.*")):
+        for event in event_file_loader.EventFileLoader(path).Load():
+            for value in event.summary.value:
+                number = float(tensor_util.make_ndarray(value.tensor))
+                expected.setdefault(value.tag, []).append((event.step, number))
+    assert scalars == {tag: sorted(points) for tag, points in expected.items()}
+    # A file cut short by a crash keeps its complete records.
+    (path,) = glob.glob(str(tmp_path / "events.out.tfevents.*"))
+    with open(path, "rb+") as f:
+        f.truncate(os.path.getsize(path) - 5)
+    assert bookkeeping.read_scalars(str(tmp_path))["total_loss"] == [(160, 2.5)]
+    code = "import sys, impala_tf.bookkeeping; sys.exit('tensorflow' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], cwd=REPO, timeout=60).returncode == 0

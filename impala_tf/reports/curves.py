@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import glob
 import math
 import os
 import sys
@@ -45,7 +44,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from impala_tf import rundir, scores
-from impala_tf.bookkeeping import read_episodes
+from impala_tf.bookkeeping import read_episodes, read_scalars
 
 Episode = dict[str, object]
 MAX_POINTS_PER_LEVEL = 5000  # Raw points drawn per panel (evenly subsampled beyond this).
@@ -294,20 +293,8 @@ TRAINING_PANELS = (
 
 def load_scalars(logdir: str) -> dict[str, list[tuple[int, float]]]:
     """The TensorBoard scalars of `logdir`'s event files: `{tag: [(frames, value), ...]}` sorted by
-    frames ({} without event files)."""
-    from tensorboard.backend.event_processing import event_file_loader  # Imports TensorFlow.
-    from tensorboard.util import tensor_util
-
-    scalars: dict[str, list[tuple[int, float]]] = {}
-    for path in sorted(glob.glob(os.path.join(logdir, "events.out.tfevents.*"))):
-        for event in event_file_loader.EventFileLoader(path).Load():
-            for value in event.summary.value:
-                if value.HasField("tensor"):
-                    number = float(tensor_util.make_ndarray(value.tensor))
-                else:
-                    number = float(value.simple_value)
-                scalars.setdefault(value.tag, []).append((int(event.step), number))
-    return {tag: sorted(points) for tag, points in scalars.items()}
+    frames ({} without event files), read without TensorFlow (`bookkeeping.read_scalars`)."""
+    return read_scalars(logdir)
 
 
 @_styled
