@@ -257,6 +257,23 @@ def test_returns_figure_per_level(tmp_path):
     assert os.path.getsize(paths[0]) > 1000
 
 
+def test_reference_lines_are_drawn_across_the_returns_panel(tmp_path):
+    write_episodes(tmp_path, [(100 * k, "toy/catch", float(k)) for k in range(1, 5)])
+    episodes = curves.load_episodes(str(tmp_path))
+    figure = curves.plot_returns(episodes, window=2, references=[("random policy", -0.5)])
+    (ax,) = figure.axes
+    mean_line, reference = ax.get_lines()
+    np.testing.assert_allclose(reference.get_ydata(), [-0.5, -0.5])
+    assert reference.get_linestyle() == "--"
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["random policy: -0.5"]
+    assert curves.parse_reference("paper at 1M = 12") == ("paper at 1M", 12.0)
+    for bad in ("no value", "=3", "x=nan", "x=abc"):
+        with pytest.raises(ValueError, match="LABEL=NUMBER"):
+            curves.parse_reference(bad)
+    paths = curves.write_curves(str(tmp_path), references=[("random policy", -0.5)])
+    assert [os.path.basename(p) for p in paths] == ["returns.png"]
+
+
 def test_figures_are_sized_for_a_slide_with_readable_text(tmp_path):
     write_episodes(tmp_path, [(100_000 * k, "toy/catch", float(k % 3)) for k in range(1, 31)])
     (path,) = curves.write_curves(str(tmp_path))

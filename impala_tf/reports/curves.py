@@ -217,10 +217,20 @@ def _grid_size(num_panels: int) -> tuple[int, int, tuple[float, float]]:
     return nrows, ncols, (width, max(PANEL_SIZE[1] * nrows, SLIDE_SIZE[1]))
 
 
+# Colours of the reference lines (`plot_returns`), in order.
+REFERENCE_COLORS = ("tab:gray", "tab:red", "tab:green", "tab:purple")
+
+
 @_styled
-def plot_returns(episodes: Sequence[Episode], window: int = 100) -> Figure:
+def plot_returns(
+    episodes: Sequence[Episode],
+    window: int = 100,
+    references: Sequence[tuple[str, float]] = (),
+) -> Figure:
     """One panel per level: raw returns (faint points) and their rolling mean (line), against
-    frames in millions, up to the level's last logged episode."""
+    frames in millions, up to the level's last logged episode; each `(label, value)` of
+    `references` (e.g. the random policy's mean return) is a dashed horizontal line in every
+    panel, named in the legend."""
     by_level = episodes_by_level(episodes)
     n = len(by_level)
     nrows, ncols, size = _grid_size(n)
@@ -231,6 +241,10 @@ def plot_returns(episodes: Sequence[Episode], window: int = 100) -> Figure:
         x = millions(frames)
         ax.scatter(x[::stride], returns[::stride], s=8, alpha=0.3, color="tab:blue", lw=0)
         ax.plot(x, rolling_mean(returns, window), color="tab:blue", lw=1.8)
+        for (label, value), color in zip(references, REFERENCE_COLORS, strict=False):
+            ax.axhline(value, color=color, lw=1.2, ls="--", label=f"{label}: {value:g}")
+        if references:
+            ax.legend(loc="best")
         ax.set_title(level)
         ax.set_xlabel(FRAMES_LABEL)
         ax.set_ylabel("episode return")
@@ -324,7 +338,9 @@ def plot_training(scalars: dict[str, list[tuple[int, float]]]) -> Figure | None:
     return figure
 
 
-def figures(logdir: str, window: int = 100) -> dict[str, Figure]:
+def figures(
+    logdir: str, window: int = 100, references: Sequence[tuple[str, float]] = ()
+) -> dict[str, Figure]:
     """The figures of the module docstring, by file name (`returns.png` first).
 
     Raises:
@@ -332,7 +348,7 @@ def figures(logdir: str, window: int = 100) -> dict[str, Figure]:
       ValueError: the log has no episodes or unexpected columns.
     """
     episodes = load_episodes(logdir)
-    drawn = {"returns.png": plot_returns(episodes, window)}
+    drawn = {"returns.png": plot_returns(episodes, window, references)}
     kind = run_kind([str(e["level_name"]) for e in episodes])
     if kind == scores.DMLAB30:
         points = dmlab30_training_scores(episodes)
@@ -348,19 +364,25 @@ def figures(logdir: str, window: int = 100) -> dict[str, Figure]:
     return drawn
 
 
-def write_curves(logdir: str, output_dir: str | None = None, window: int = 100) -> list[str]:
+def write_curves(
+    logdir: str,
+    output_dir: str | None = None,
+    window: int = 100,
+    references: Sequence[tuple[str, float]] = (),
+) -> list[str]:
     """Writes the PNGs described in the module docstring.
 
     Args:
       logdir: the run's log directory (holding `episodes.csv`).
       output_dir: where to write (created if needed); defaults to `logdir`.
       window: rolling-mean window in episodes.
+      references: `(label, value)` lines drawn across the returns panels.
 
     Returns:
       Paths of the files written.
     """
     output_dir = output_dir or logdir
-    drawn = figures(logdir, window)
+    drawn = figures(logdir, window, references)
     os.makedirs(output_dir, exist_ok=True)
     paths = []
     for name, figure in drawn.items():
@@ -368,6 +390,22 @@ def write_curves(logdir: str, output_dir: str | None = None, window: int = 100) 
         figure.savefig(path, dpi=DPI)
         paths.append(path)
     return paths
+
+
+def parse_reference(text: str) -> tuple[str, float]:
+    """`"random policy=1.2"` -> `("random policy", 1.2)`.
+
+    Raises:
+      ValueError: no `=`, an empty label or a value that is not a finite number.
+    """
+    label, sep, value = text.rpartition("=")
+    try:
+        number = float(value)
+    except ValueError:
+        number = math.nan
+    if not sep or not label.strip() or not math.isfinite(number):
+        raise ValueError(f"--reference wants LABEL=NUMBER, got {text!r}")
+    return label.strip(), number
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -379,9 +417,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("logdir")
     parser.add_argument("--output_dir", default=None, help="default: LOGDIR")
     parser.add_argument("--window", type=int, default=100, help="rolling-mean window (episodes)")
+    parser.add_argument(
+        "--reference",
+        action="append",
+        default=[],
+        metavar="LABEL=VALUE",
+        help="a dashed horizontal line on the returns panels, e.g. 'random policy=1.2' (repeat)",
+    )
     args = parser.parse_args(argv)
     try:
-        paths = write_curves(args.logdir, args.output_dir, args.window)
+        references = [parse_reference(text) for text in args.reference]
+    except ValueError as error:
+        parser.error(str(error))
+    try:
+        paths = write_curves(args.logdir, args.output_dir, args.window, references)
     except (OSError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
