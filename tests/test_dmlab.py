@@ -113,6 +113,18 @@ def test_fake_rejects_non_string_config(fake_lab):
         fake_lab.Lab("seekavoid_arena_01", ["NOT_AN_OBSERVATION"], config={})
 
 
+@pytest.mark.parametrize("level", dmlab.DATASET_LEVELS)
+def test_a_dataset_level_without_dataset_path_says_what_to_pass(fake_lab, level):
+    env = dmlab.create(level, EnvConfig(), seed=1)
+    with pytest.raises(dmlab.DatasetPathError, match="pass --dataset_path=DIR") as info:
+        env.reset()
+    assert str(info.value).startswith(f"{level} needs the Brady, Konkle, Alvarez & Oliva (2008)")
+    assert "\n" not in str(info.value)  # One line: it is what the launcher shows as the cause.
+    with_dummy = dmlab.create(level, EnvConfig(dataset_path="dummy"), seed=1)
+    with_dummy.reset()  # DeepMind Lab's solid-colour stand-in is accepted.
+    assert dmlab.create("psychlab_visual_search", EnvConfig(), seed=1).reset() is not None
+
+
 def test_test_mode_settings(fake_lab):
     dmlab.create("rooms_collect_good_objects_test", EnvConfig(), seed=1, is_test=True)
     lab = fake_lab.INSTANCES[0]

@@ -83,6 +83,18 @@ Full instructions, system packages and the psychlab dataset download: README sec
 Everything except stepping real DMLab levels (toy tasks, Atari, all tests) works without it."""
 
 
+# The DMLab-30 levels that read the Brady, Konkle, Alvarez & Oliva (2008) images from `datasetPath`
+# (DeepMind Lab's `game_scripts/datasets/brady_konkle_oliva2008.lua`, checked on the real engine:
+# without a path their reset fails; `datasetPath=dummy` makes DeepMind Lab use solid colours).
+DATASET_LEVELS = ("psychlab_arbitrary_visuomotor_mapping", "psychlab_continuous_recognition")
+# Text of DeepMind Lab's error when such a level has no dataset path.
+_DATASET_ERROR_MARKER = "brady_konkle_oliva2008"
+
+
+class DatasetPathError(RuntimeError):
+    """A level that needs `--dataset_path` was reset without one."""
+
+
 class DeepMindLabNotInstalledError(ImportError):
     """`import deepmind_lab` failed; the message says how to build and install it."""
 
@@ -225,7 +237,7 @@ class DmLabEnvironment(Environment):
         self.num_actions = len(self._actions)
         self._random_state = np.random.RandomState(seed)
         self.level_cache = LevelCache(config.level_cache_dir) if config.level_cache_dir else None
-        if "psychlab" in level_name and not config.dataset_path:
+        if level_name in DATASET_LEVELS and not config.dataset_path:
             _log.warning("%s needs EnvConfig.dataset_path (docs/real_dmlab.md).", level_name)
         kwargs: dict[str, Any] = {"level_cache": self.level_cache}
         if renderer is not None:
@@ -246,7 +258,17 @@ class DmLabEnvironment(Environment):
         return structures.Observation(frame=frame, instruction=bytes(instruction))
 
     def reset(self) -> structures.Observation:
-        self._lab.reset(seed=int(self._random_state.randint(0, MAX_RESET_SEED)))
+        try:
+            self._lab.reset(seed=int(self._random_state.randint(0, MAX_RESET_SEED)))
+        except RuntimeError as error:
+            if _DATASET_ERROR_MARKER in str(error):
+                raise DatasetPathError(
+                    f"{self.level_name} needs the Brady, Konkle, Alvarez & Oliva (2008) images: "
+                    "pass --dataset_path=DIR (docs/real_dmlab.md, section 4), or "
+                    "--dataset_path=dummy for DeepMind Lab's solid-colour stand-in (not the "
+                    "paper's setting)"
+                ) from error
+            raise
         return self._observation()
 
     def step(self, action: int) -> tuple[np.float32, bool, structures.Observation]:

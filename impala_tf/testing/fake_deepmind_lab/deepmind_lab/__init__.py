@@ -15,6 +15,8 @@ cache's `fetch` / `write` protocol), plus deterministic dynamics that tests can 
   whose map file is absent does: DeepMind Lab's engine writes `Didn't find map '<name>'` to stderr
   (`perror`) and calls `exit(1)` (`engine/code/deepmind/dmlab_connect.c`, `dev_map`), so no Python
   exception is raised;
+- the two psychlab levels that read images from `datasetPath` fail at reset without one, with
+  DeepMind Lab's `brady_konkle_oliva2008.lua` assertion text (`"dummy"` is accepted, as there);
 - every reset "compiles" a map keyed by level and `seed % NUM_MAPS`: it asks the level cache first
   (`fetch`), and on a miss writes a `.pk3` file and hands it to `write`.
 
@@ -38,6 +40,8 @@ NUM_MAPS = 4
 MISSING_MAP_PREFIX = (
     "missing_map"  # Levels named so exit at every reset, as one whose map is absent.
 )
+# Levels whose reset needs `datasetPath` (DeepMind Lab's psychlab levels on the Brady et al. images).
+DATASET_LEVELS = ("psychlab_arbitrary_visuomotor_mapping", "psychlab_continuous_recognition")
 REWARD_WEIGHTS = np.array([0.01, 0.0, 0.1, 1.0, 10.0, 0.0, 0.0])
 INSTANCES: list[Lab] = []
 
@@ -118,6 +122,15 @@ class Lab:
         if self._closed:
             raise RuntimeError("Environment is closed.")
 
+    def _check_dataset(self) -> None:
+        if os.path.basename(self.level) in DATASET_LEVELS and not self.config.get("datasetPath"):
+            raise RuntimeError(
+                'Failed to start environment - "...lab/game_scripts/datasets/'
+                "brady_konkle_oliva2008.lua:37: \n Follow instructions to download datasets here: "
+                '\n "data/brady_konkle_oliva2008/README.md"\n and update DATASET_PATH to point the '
+                'data folder."'
+            )
+
     def _load_map(self, seed: int) -> None:
         if os.path.basename(self.level).startswith(MISSING_MAP_PREFIX):
             # What DeepMind Lab does when a level's map file is not in its assets: perror, exit(1).
@@ -151,6 +164,7 @@ class Lab:
             raise TypeError(f"seed must be an int, got {type(seed).__name__}")
         self._seed = int(seed)
         self.seeds.append(self._seed)
+        self._check_dataset()
         self._load_map(self._seed)
         self._frames = 0
         self._running = True
