@@ -17,7 +17,8 @@ DeepMind Lab's 7-int actions):
 - the worker processes and their shared memory carry real frames (bit-identical to the pickled
   path).
 
-Runtime: about 3 minutes on 2 shared cores (each level compiles its map once).
+Runtime: about 40 minutes on 2 busy cores (33 for the 32 level tests at a load average of 20-30),
+most of it DeepMind Lab building each level's map at its first reset.
 """
 
 from __future__ import annotations
