@@ -26,12 +26,12 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-import signal
 import subprocess
 import sys
 
 import numpy as np
 import pytest
+from env_fixtures import assert_no_leftovers, kill_tree, repo_env, start_in_session
 
 import dmlab30
 from impala_tf.configs import EnvConfig
@@ -243,9 +243,7 @@ def test_a_run_on_a_level_without_its_map_ends_with_the_engines_words_on_the_con
     number of times, then stops the run and prints the engine's `Didn't find map ...`."""
     from impala_tf import launcher
 
-    env = dict(os.environ)
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    process = subprocess.Popen(
+    process = start_in_session(
         [
             sys.executable,
             "-m",
@@ -257,19 +255,13 @@ def test_a_run_on_a_level_without_its_map_ends_with_the_engines_words_on_the_con
             "--unroll_length=5",
             f"--logdir={tmp_path / 'run'}",
         ],
-        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        start_new_session=True,
+        env=repo_env(),  # Keeps the PYTHONPATH that holds deepmind_lab.
     )
     try:
         output, _ = process.communicate(timeout=840)
     finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        kill_tree(process)
+    assert_no_leftovers(process)
     output = output.decode(errors="replace")
     if process.returncode == 0:
         pytest.skip("this build has natlab_fixed_large_map's map")
