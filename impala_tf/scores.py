@@ -11,7 +11,7 @@ curves and every report compute their scores here.
 - Suites: `compute_human_normalized_score`, `atari57_median_score`, `atari57_mean_score`,
   `summarize`; `table_b1_mean_capped_score` recomputes the paper's Table B.1 mean.
 
-Data stays with the data modules (`dmlab30.levels`, `dmlab30.paper_results`, `impala_tf.atari57`),
+Data stays with the data modules (`dmlab30.levels`, `dmlab30.paper_results`, `impala_tf.paper.atari57`),
 and the release's DMLab-30 score with them (`dmlab30.scoring`); this module imports only those and
 the standard library. See docs/scoring.md for the definitions,
 the video_pinball convention and the two deliberate differences from the release's scorer.
@@ -28,7 +28,7 @@ from typing import Any
 
 from dmlab30 import levels, paper_results
 from dmlab30 import scoring as dmlab30_scoring
-from impala_tf import atari57
+from impala_tf.paper import atari57
 
 _log = logging.getLogger(__name__)
 

@@ -40,8 +40,8 @@ from typing import Any, TextIO
 import numpy as np
 
 from impala_tf import configs, rundir, supervision
+from impala_tf.paper import table2 as paper_table2
 from impala_tf.pbt import rules
-from impala_tf.reports import paper_table2
 
 # Table D.1: the hyperparameters swept for every method, and their distributions (defined once, with
 # the population-based training rules that sample the same ranges).

@@ -1,4 +1,4 @@
-"""Tests of the `impala_tf.atari57` data: the 57 games, their reference scores (the DQN line of work:
+"""Tests of the `impala_tf.paper.atari57` data: the 57 games, their reference scores (the DQN line of work:
 Mnih et al. 2015; van Hasselt et al. 2016) and the paper's Tables 4 and C.1 as printed. The scores
 computed from them are tested in tests/test_scores.py. Runtime < 1 s."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from impala_tf import atari57
+from impala_tf.paper import atari57
 
 # The reference scores of the DQN line of work, as published: "game random human", one per line.
 REFERENCE_TABLE = """

@@ -10,7 +10,8 @@ import pytest
 import tensorflow as tf
 
 import dmlab30
-from impala_tf import atari57, bookkeeping
+from impala_tf import bookkeeping
+from impala_tf.paper import atari57
 from impala_tf.structures import EpisodeRecord
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -17,9 +17,10 @@ import pytest
 import tensorflow as tf
 
 import dmlab30
-from impala_tf import atari57, configs, envs, evaluation, scores, structures, videos
+from impala_tf import configs, envs, evaluation, scores, structures, videos
 from impala_tf.envs import toy
 from impala_tf.envs.base import StepStream
+from impala_tf.paper import atari57
 from impala_tf.reports import common
 
 
@@ -279,7 +280,7 @@ def test_atari_pong_results_have_human_normalized_score(tmp_path, no_leaked_chil
     # No point is scored within 40 frames; with up to 30 no-op frames first, 3..10 agent steps.
     assert entry["returns"] == [0.0, 0.0, 0.0]
     assert all(4 * 3 <= f <= 40 and f % 4 == 0 for f in entry["episode_frames"])
-    # Pong references of the DQN line of work (`impala_tf.atari57`): random -20.7, human 14.6.
+    # Pong references of the DQN line of work (`impala_tf.paper.atari57`): random -20.7, human 14.6.
     assert entry["human_normalized_score"] == pytest.approx(100 * (0.0 + 20.7) / (14.6 + 20.7))
     written = common.load_results(str(tmp_path / "test_results.json"))
     assert written.returns["atari/pong"] == [0.0, 0.0, 0.0]

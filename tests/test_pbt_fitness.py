@@ -3,7 +3,7 @@
 import pytest
 
 from dmlab30 import levels
-from impala_tf import atari57
+from impala_tf.paper import atari57
 from impala_tf.pbt import fitness
 
 

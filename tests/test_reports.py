@@ -19,9 +19,10 @@ import sys
 import numpy as np
 import pytest
 
-from impala_tf import atari57
+from impala_tf.paper import atari57
+from impala_tf.paper import popart as paper_popart
 from impala_tf.reports import atari57 as atari_report
-from impala_tf.reports import bars, common, curves, paper_popart, throughput
+from impala_tf.reports import bars, common, curves, throughput
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

@@ -15,7 +15,8 @@ import math
 import pytest
 
 from dmlab30 import levels, paper_results
-from impala_tf import atari57, scores
+from impala_tf import scores
+from impala_tf.paper import atari57
 
 TRAIN = list(levels.TRAINING_LEVELS)
 TEST = list(levels.TEST_LEVELS)

@@ -24,7 +24,8 @@ import psutil
 import pytest
 
 from impala_tf import rundir, sweep
-from impala_tf.reports import common, paper_table2, table2
+from impala_tf.paper import table2 as paper_table2
+from impala_tf.reports import common, table2
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

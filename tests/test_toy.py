@@ -206,7 +206,7 @@ def test_step_stream_reports_episode_returns():
 
 def test_environment_modules_do_not_import_tensorflow():
     code = (
-        "import sys; import impala_tf.envs.toy, impala_tf.envs.atari, impala_tf.atari57; "
+        "import sys; import impala_tf.envs.toy, impala_tf.envs.atari, impala_tf.paper.atari57; "
         "assert 'tensorflow' not in sys.modules, 'tensorflow imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

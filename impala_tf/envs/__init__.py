@@ -15,9 +15,10 @@ import importlib
 import re
 
 import dmlab30
-from impala_tf import atari57, configs, hints, structures
+from impala_tf import configs, hints, structures
 from impala_tf.configs import EnvConfig
 from impala_tf.envs.base import Environment, StepStream
+from impala_tf.paper import atari57
 
 __all__ = [
     "ENVIRONMENT_FIELDS",

@@ -19,9 +19,10 @@ import functools
 
 import numpy as np
 
-from impala_tf import atari57, structures
+from impala_tf import structures
 from impala_tf.configs import EnvConfig
 from impala_tf.envs.base import Environment
+from impala_tf.paper import atari57
 
 FRAME_HEIGHT = 84
 FRAME_WIDTH = 84

@@ -21,6 +21,6 @@ Shared pieces (results-file loading and validation, Markdown / CSV rendering) ar
 `impala_tf.reports.common`; every score is computed by `impala_tf.scores`.
 
 Import direction: the reports import `impala_tf.scores` and the data modules (`dmlab30.levels`,
-`dmlab30.paper_results`, `impala_tf.atari57`); `dmlab30` imports nothing of `impala_tf`
+`dmlab30.paper_results`, `impala_tf.paper.atari57`); `dmlab30` imports nothing of `impala_tf`
 (`python -m dmlab30.report` only names this package's `dmlab30` report).
 """

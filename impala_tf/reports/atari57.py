@@ -9,7 +9,7 @@ Each results file becomes one "ours" column named by its file stem, labelled PBT
 configuration from the configuration it carries and compared with the Table 4 row of the same kind
 of agent (the multi-task agent was trained with population-based training, Table G.1); `atari/<game>`
 (or bare `<game>`) levels are scored, others listed and ignored. Per game the mean return is normalised with the
-references of the DQN line of work (`impala_tf.atari57`); the median and mean over the 57 games are
+references of the DQN line of work (`impala_tf.paper.atari57`); the median and mean over the 57 games are
 Table 4's, the mean taking video_pinball's random score as 0 (the convention under which the paper's
 Table 4 means follow from its Table C.1). The output ends with the first file's median and mean.
 
@@ -22,9 +22,10 @@ import dataclasses
 import sys
 from collections.abc import Sequence
 
-from impala_tf import atari57
 from impala_tf import scores as scoring
-from impala_tf.reports import common, paper_popart
+from impala_tf.paper import atari57
+from impala_tf.paper import popart as paper_popart
+from impala_tf.reports import common
 from impala_tf.reports.common import Column, EvaluationResults, Report, Table
 
 NUM_GAMES = len(atari57.GAMES)

@@ -31,7 +31,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from dmlab30 import paper_results
-from impala_tf import atari57, scores
+from impala_tf import scores
+from impala_tf.paper import atari57
 from impala_tf.reports import common
 from impala_tf.reports.common import EvaluationResults
 

@@ -26,7 +26,8 @@ from collections.abc import Sequence
 from dmlab30 import levels, paper_results
 from impala_tf import hints
 from impala_tf import scores as scoring
-from impala_tf.reports import common, paper_popart
+from impala_tf.paper import popart as paper_popart
+from impala_tf.reports import common
 from impala_tf.reports.common import Column, EvaluationResults, Report, Table
 
 NUM_LEVELS = len(levels.TEST_LEVELS)

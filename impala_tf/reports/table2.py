@@ -32,7 +32,8 @@ import sys
 from collections.abc import Iterable, Sequence
 
 from impala_tf import sweep
-from impala_tf.reports import common, paper_table2
+from impala_tf.paper import table2 as paper_table2
+from impala_tf.reports import common
 from impala_tf.reports.common import Column, Report, Table
 
 TITLE = "Table 2: off-policy corrections, average final return of the best 3 of the sets"

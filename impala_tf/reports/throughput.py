@@ -20,9 +20,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from impala_tf.paper.throughput import TABLE_1, TASK_1, TASK_2, PaperThroughputRow
 from impala_tf.reports import common
 from impala_tf.reports.common import Column, Report, Table
-from impala_tf.reports.paper_throughput import TABLE_1, TASK_1, TASK_2, PaperThroughputRow
 
 REQUIRED_FIELDS: dict[str, type | tuple[type, ...]] = {
     "name": str,

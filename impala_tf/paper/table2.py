@@ -7,9 +7,10 @@ learning rate, RMSProp epsilon) were pre-sampled from Table D.1's ranges, the sa
 method. "With replay": 50 % of every batch sampled uniformly from a FIFO buffer of 10,000
 trajectories (Table D.3, "Experience replay (section 5.2.2 only)").
 
-Kept next to its report, as `paper_throughput.py` is for Table 1, and not in `dmlab30/`: task 5,
-seekavoid_arena_01, is not a DMLab-30 level; `impala_tf.reports.table2` and `impala_tf.sweep` read
-it. Pure data: this module imports only the standard library.
+Beside the other tables in `impala_tf/paper/`, not in `dmlab30/`: task 5, seekavoid_arena_01, is not
+a DMLab-30 level. `impala_tf.reports.table2` and the sweep (`python -m impala_tf.sweep`) read it, so
+neither imports the other for the paper's numbers. Pure data: this module imports only the standard
+library.
 """
 
 from __future__ import annotations
