@@ -348,6 +348,7 @@ def train(config: configs.Config) -> int:
         return 2
 
     from impala_tf import bookkeeping, launcher, runtime, transport
+    from impala_tf.pbt import member as pbt_member
 
     try:
         if FLAGS.job_name == "actor" or FLAGS.task < 0:
@@ -393,7 +394,7 @@ def train(config: configs.Config) -> int:
     try:
         cluster, job_name, task = _cluster_and_role()
         if job_name == "learner":
-            runtime.run_learner(config, cluster, task)
+            runtime.run_learner(config, cluster, task, attach_member=pbt_member.attach)
             return 0
         return runtime.run_actor(config, cluster, task, connect_seconds=FLAGS.connect_seconds)
     except ValueError as error:

@@ -23,6 +23,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -45,9 +46,13 @@ from impala_tf import cluster as cluster_lib
 from impala_tf import learner as learner_lib
 from impala_tf import replay as replay_lib
 from impala_tf.actor import Actor
-from impala_tf.pbt import member as pbt_member
 
 _LOG = logging.getLogger(__name__)
+
+# A PBT member's side of the learner: `attach(books, stop)` is given the learner's `_LearnerBooks`
+# and its stop event, and returns None (not a member) or an object with `after_update(episodes)`
+# (called after each update) and `close()` (called once the loop ends).
+AttachMember = Callable[[Any, threading.Event], Any]
 
 QUEUE_CAPACITY_PER_BATCH = 1  # Queue capacity = batch size: each actor blocks until dequeued.
 SHUTDOWN_JOIN_SECONDS = 30.0  # Bound on waiting for the prefetch and dequeue threads at exit.
@@ -421,6 +426,7 @@ def run_learner(
     cluster: cluster_lib.ClusterConfig,
     task: int = 0,
     log_every_seconds: float = 10.0,
+    attach_member: AttachMember | None = None,
 ) -> dict[str, float]:
     """Trains until `total_environment_frames`, or until SIGTERM/SIGINT; returns final stats.
 
@@ -430,10 +436,23 @@ def run_learner(
     trajectories come from the queue and the batch is completed from the learner's replay buffer
     (`mix_in_replay`); only the fresh ones count as environment frames and episodes.
 
+    Args:
+      config: the run's configuration.
+      cluster: the run's addresses and roles.
+      task: this learner's index.
+      log_every_seconds: how often progress is printed and summaries are written.
+      attach_member: how a population-based-training member (paper appendix F) plugs into this
+        loop: `impala_tf.pbt.member.attach`, which `impala_tf.experiment` passes. Required when
+        `config.pbt.pbt_member >= 0`, so that one run's processes never import the studies of
+        many runs.
+
     Raises:
       bookkeeping.LogdirError: `--logdir` is not writable (checked before anything starts).
       LearnerStuckError: too many consecutive updates were skipped (no checkpoint is written).
+      ValueError: the run is a PBT member and `attach_member` is None.
     """
+    if config.pbt.pbt_member >= 0 and attach_member is None:
+        raise ValueError("a PBT member's learner needs attach_member (impala_tf.pbt.member.attach)")
     run_dir = rundir.RunDir(bookkeeping.ensure_writable_logdir(config.runtime.logdir))
     prefix = f"[learner {task}]"
     if task == 0:
@@ -471,7 +490,8 @@ def run_learner(
     books = _LearnerBooks(
         config, run_dir, task, learner, manager, trajectory_queue, log_every_seconds
     )
-    member = pbt_member.attach(books, stop.event)  # A PBT member (appendix F), or None.
+    # A PBT member (appendix F), or None.
+    member = attach_member(books, stop.event) if attach_member is not None else None
     replay = replay_lib.mixer_for(
         lc.batch_size, lc.replay_capacity, lc.replay_proportion, seed=config.runtime.seed + task
     )

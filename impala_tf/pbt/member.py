@@ -2,7 +2,8 @@
 
 A member is an ordinary training run whose configuration says `pbt_member = i` and whose run
 directory is `<pbt_dir>/members/<i>`. Its learner (`impala_tf.runtime.run_learner`) attaches a
-`Member`, which between updates:
+`Member` through `attach`, which the entry point (`impala_tf.experiment`) hands to the learner loop;
+between updates the member:
 
 - keeps the fitness window, the last `pbt_ready_episodes` episode returns (`impala_tf.pbt.fitness`),
   and counts the episodes since its last evolution step;
