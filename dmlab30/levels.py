@@ -9,7 +9,7 @@ score, keyed by the **test** level name and copied exactly from the release.
 The paper's Table B.1 prints the same references rounded to one decimal but with the four lasertag row
 labels permuted relative to the release's names; this module follows the release's name -> value
 mapping, which is what the official scorer used. `dmlab30.paper_results` keeps the table as printed.
-The scores computed from these references are in `impala_tf.scores`.
+The scores computed from these references are in `impala_tf.base.scores`.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 `TABLE_3`: mean capped human-normalised test score (percent) per architecture.
 
 `TABLE_B1_ROWS`: Table B.1 row by row, in the printed order and with the printed labels, plus the
-level each row is stored under in this code base. `impala_tf.scores.table_b1_mean_capped_score`
+level each row is stored under in this code base. `impala_tf.base.scores.table_b1_mean_capped_score`
 recomputes the table's mean capped score from these rows.
 
 The lasertag caveat (which labelling is true is UNVERIFIED): Table B.1 prints the four lasertag rows
@@ -179,7 +179,7 @@ def table_b1_level_returns(column: str) -> dict[str, list[float]]:
 
     Returns:
       Release test name -> `[printed score]`, e.g. for
-      `impala_tf.scores.compute_human_normalized_score`.
+      `impala_tf.base.scores.compute_human_normalized_score`.
 
     Raises:
       ValueError: an unknown column.

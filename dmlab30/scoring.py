@@ -14,7 +14,7 @@ its test name (`LEVEL_MAPPING`). Differences from the release, all on inputs it 
   missing ones, then only the first without returns);
 - a level's returns may also be one already-averaged number.
 
-Pure Python (standard library only), like the rest of this package; `impala_tf.scores` builds the
+Pure Python (standard library only), like the rest of this package; `impala_tf.base.scores` builds the
 suite summaries on it. See docs/scoring.md.
 """
 

@@ -2,6 +2,6 @@
 
 __version__ = "0.1.0"
 
-from impala_tf import hints as _hints
+from impala_tf.base import hints as _hints
 
 _hints.exit_if_requirements_missing()  # `python -m impala_tf...` outside .venv: one line, exit 2.

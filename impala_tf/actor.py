@@ -19,7 +19,8 @@ import numpy as np
 import tensorflow as tf
 import tree
 
-from impala_tf import frame_stacks, structures
+from impala_tf import frame_stacks
+from impala_tf.base import structures
 
 
 def _to_numpy(nest: Any) -> Any:

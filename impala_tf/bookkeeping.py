@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterable
 
 from impala_tf import rundir
-from impala_tf.structures import EpisodeRecord
+from impala_tf.base.structures import EpisodeRecord
 
 EPISODES_CSV_FIELDS = (
     "environment_frames",
@@ -328,13 +328,13 @@ class Summaries:
         per level (`dmlab30/training_no_cap`, `dmlab30/training_cap_100`: the summaries of the
         official release's learner, `experiment.py`; the cap is the paper's, appendix B), or the
         Atari-57 median and mean human-normalised score (paper Table 4), computed by
-        `impala_tf.scores.summarize`.
+        `impala_tf.base.scores.summarize`.
 
         Args:
           frames: environment frames, the summaries' step.
           recent: the recent episode returns per level.
         """
-        from impala_tf import scores
+        from impala_tf.base import scores
 
         if self._level_name not in scores.SUITES:
             return

@@ -12,7 +12,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from impala_tf import configs, envs, frame_stacks, networks, structures
+from impala_tf import envs, frame_stacks, networks
+from impala_tf.base import configs, structures
 from impala_tf.envs import atari, atari_vector, workers
 
 

@@ -30,7 +30,7 @@ from collections.abc import Callable
 import tensorflow as tf
 
 from impala_tf import vtrace
-from impala_tf.configs import OFF_POLICY_CORRECTIONS
+from impala_tf.base.configs import OFF_POLICY_CORRECTIONS
 
 EPSILON = 1e-6  # Section 5.2.2: "epsilon = 1e-6".
 
@@ -223,7 +223,7 @@ def from_logits(
     """Targets and advantages of the correction `method` (`--off_policy_correction`).
 
     Args:
-      method: one of `impala_tf.configs.OFF_POLICY_CORRECTIONS`: `vtrace`, `one_step`, `epsilon`,
+      method: one of `impala_tf.base.configs.OFF_POLICY_CORRECTIONS`: `vtrace`, `one_step`, `epsilon`,
         `none`.
       behaviour_policy_logits: float `[T, B, A]`.
       target_policy_logits: float `[T, B, A]`.

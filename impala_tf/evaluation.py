@@ -5,7 +5,7 @@ evaluation protocols: environments in test mode (DMLab's hold-out levels and mix
 no-op starts), the 30 DMLab-30 test levels for `--level_name=dmlab30` and the 57 games for
 `atari57`, actions sampled from the policy (or `greedy`), and the DMLab-30 mean capped
 human-normalised score (paper appendix B, Table 3) or the Atari-57 median and mean (paper Table 4)
-computed by `impala_tf.scores.summarize`.
+computed by `impala_tf.base.scores.summarize`.
 
 Levels are evaluated in turn; each runs up to `num_envs` environments in worker processes, and
 episodes are assigned to environment slots in advance so that short episodes are not favoured.
@@ -29,17 +29,8 @@ import numpy as np
 import tensorflow as tf
 import tree
 
-from impala_tf import (
-    builders,
-    checkpoints,
-    configs,
-    envs,
-    networks,
-    rundir,
-    scores,
-    structures,
-    videos,
-)
+from impala_tf import builders, checkpoints, envs, networks, rundir, videos
+from impala_tf.base import configs, scores, structures
 from impala_tf.envs import workers
 
 POLICIES = ("sampled", "greedy")
@@ -155,7 +146,7 @@ def _incompatible(config: configs.Config, path: str, error: BaseException) -> Va
 # --- Scores. -----------------------------------------------------------------------------------------
 
 
-# One implementation of the scores, in `impala_tf.scores`; the names stay here for this module's users.
+# One implementation of the scores, in `impala_tf.base.scores`; the names stay here for this module's users.
 human_normalized_score = scores.human_normalized_score
 summarize = scores.summarize
 

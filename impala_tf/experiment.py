@@ -1,6 +1,6 @@
 """The entry point: absl flags -> one validated `Config` -> train, test or describe.
 
-The flags of the run's settings are generated from the config dataclasses (`impala_tf.configs`);
+The flags of the run's settings are generated from the config dataclasses (`impala_tf.base.configs`);
 they keep the official release's names where it had them. Without `--preset`, the level chooses
 the preset (`configs.preset_for_level`), so the release's command lines get the paper's settings.
 This is the only module that reads flags.
@@ -22,7 +22,8 @@ from typing import Any
 
 from absl import app, flags
 
-from impala_tf import configs, hints, quiet, rundir
+from impala_tf import rundir
+from impala_tf.base import configs, hints, quiet
 
 FLAGS = flags.FLAGS
 FROM_PRESET = " (default: from the preset)"

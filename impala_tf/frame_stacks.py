@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from impala_tf import structures
+from impala_tf.base import structures
 
 
 class FrameStackError(ValueError):

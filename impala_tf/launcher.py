@@ -31,7 +31,8 @@ from collections.abc import Sequence
 
 import psutil
 
-from impala_tf import hints, isolation, rundir, supervision
+from impala_tf import isolation, rundir, supervision
+from impala_tf.base import hints
 from impala_tf.supervision import describe_status
 from impala_tf.supervision import install_stack_dump as install_stack_dump
 

@@ -22,7 +22,7 @@ learners) and the value head is rescaled to preserve its unnormalised outputs.
 
 A non-finite loss or gradient, or an update that would make a weight non-finite, skips the update
 (weights, slots and the frame counter are untouched) and is reported in the step's logs. The time
-alignment is documented in docs/time_alignment.md (summary in `impala_tf.structures`); this module
+alignment is documented in docs/time_alignment.md (summary in `impala_tf.base.structures`); this module
 is the only place that slices and shifts time.
 """
 
@@ -34,13 +34,14 @@ from typing import Any, NamedTuple
 
 import tensorflow as tf
 
-from impala_tf import corrections, losses, optimizers, structures, vtrace
+from impala_tf import corrections, losses, optimizers, vtrace
 from impala_tf import popart as popart_lib
-from impala_tf.configs import LearnerConfig
+from impala_tf.base import structures
+from impala_tf.base.configs import LearnerConfig
 
 
 class AlignedBatch(NamedTuple):
-    """Time-aligned learner inputs, `[T, B, ...]` after the shift (see `impala_tf.structures`).
+    """Time-aligned learner inputs, `[T, B, ...]` after the shift (see `impala_tf.base.structures`).
 
     Attributes:
       behaviour_logits: `[T, B, A]` the actors' policy logits at x_t.

@@ -7,7 +7,7 @@ caption: "the loss is summed across the batch and time dimensions"); the caller 
 baseline and entropy terms by `baseline_cost` and `entropy_cost`.
 
 Rewards are clipped before V-trace (`clip_rewards`: the release's `--reward_clipping`, paper
-Table D.3 and Figure D.1); the modes are `impala_tf.configs.REWARD_CLIPPING_MODES`. The clipping
+Table D.3 and Figure D.1); the modes are `impala_tf.base.configs.REWARD_CLIPPING_MODES`. The clipping
 variants are compared in docs/faithfulness.md.
 """
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from impala_tf.configs import REWARD_CLIPPING_MODES
+from impala_tf.base.configs import REWARD_CLIPPING_MODES
 
 
 def policy_gradient_loss(logits: tf.Tensor, actions: tf.Tensor, advantages: tf.Tensor) -> tf.Tensor:
@@ -100,7 +100,7 @@ def clip_rewards(rewards: tf.Tensor, mode: str) -> tf.Tensor:
 
     Args:
       rewards: float `[...]` rewards.
-      mode: one of `impala_tf.configs.REWARD_CLIPPING_MODES`.
+      mode: one of `impala_tf.base.configs.REWARD_CLIPPING_MODES`.
 
     Returns:
       Clipped rewards, same shape and dtype.

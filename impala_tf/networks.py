@@ -33,7 +33,7 @@ import sonnet as snt
 import tensorflow as tf
 import tree
 
-from impala_tf import structures
+from impala_tf.base import structures
 
 TORSO_OUTPUT_SIZE = 256  # FC 256 after every torso (release `Agent._torso`).
 CORE_HIDDEN_SIZE = 256  # LSTMBlockCell(256) (release `Agent`).
@@ -368,7 +368,7 @@ class Agent(snt.Module):
     (feed-forward, the paper's Atari agents). Heads: `policy_logits` Linear(num_actions) and
     `baseline` Linear(1) squeezed (Linear(K), one normalised value per task, for PopArt); the action is one sample of the categorical policy (int32).
 
-    Inputs are `StepOutput`s (`impala_tf.structures`). The instruction field may hold strings
+    Inputs are `StepOutput`s (`impala_tf.base.structures`). The instruction field may hold strings
     (tokenised inside) or `InstructionTokens` from `tokenize_instructions` (for XLA); agents
     without `use_instruction` ignore it.
     """

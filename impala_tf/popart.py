@@ -21,7 +21,7 @@ layer is rescaled so that every unnormalised output is preserved ("Preserving Ou
 
     w_i' = w_i sigma_i / sigma_i',      b_i' = (sigma_i b_i + mu_i - mu_i') / sigma_i'.
 
-Values chosen (defaults of `impala_tf.configs.LearnerConfig`): step size beta = 3e-4 and sigma
+Values chosen (defaults of `impala_tf.base.configs.LearnerConfig`): step size beta = 3e-4 and sigma
 bounds [1e-4, 1e6], the PopArt paper's implementation notes as secondary sources report them; the
 statistics start at mu = 0, nu = 1 (sigma = 1: the normalised head starts as IMPALA's). The order
 of the statistics step and the gradient step and the precision are our choices, documented in

@@ -34,7 +34,7 @@ def replayed_per_batch(batch_size: int, proportion: float) -> int:
 class ReplayBuffer:
     """A FIFO buffer of whole trajectories with uniform sampling.
 
-    Trajectories are nests of numpy arrays (e.g. `impala_tf.structures.Trajectory`); the buffer
+    Trajectories are nests of numpy arrays (e.g. `impala_tf.base.structures.Trajectory`); the buffer
     stores each leaf in one preallocated ring `[capacity, ...]`, allocated at the first `add`.
 
     Args:

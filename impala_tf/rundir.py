@@ -1,6 +1,6 @@
 """The run directory (`--logdir`): the one place that names what a training run leaves there.
 
-    <logdir>/config.json          the resolved configuration (`impala_tf.configs`)
+    <logdir>/config.json          the resolved configuration (`impala_tf.base.configs`)
     <logdir>/checkpoints/         agent, optimiser state and frame counter (resume, evaluation)
     <logdir>/episodes.csv         one row per finished episode (`impala_tf.bookkeeping`)
     <logdir>/heartbeat.json       the chief learner's latest update (the launcher's watchdog)
@@ -28,7 +28,7 @@ import re
 import time
 from typing import Any
 
-from impala_tf import configs, hints
+from impala_tf.base import configs, hints
 
 CONFIG = "config.json"
 CHECKPOINTS = "checkpoints"

@@ -35,17 +35,16 @@ from impala_tf import (
     bookkeeping,
     builders,
     checkpoints,
-    configs,
     envs,
     frame_stacks,
     rundir,
-    structures,
     transport,
 )
 from impala_tf import cluster as cluster_lib
 from impala_tf import learner as learner_lib
 from impala_tf import replay as replay_lib
 from impala_tf.actor import Actor
+from impala_tf.base import configs, structures
 
 _LOG = logging.getLogger(__name__)
 

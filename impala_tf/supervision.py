@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 
 import psutil
 
-from impala_tf import quiet
+from impala_tf.base import quiet
 
 STACK_DUMP_SIGNAL = signal.SIGUSR1
 _PR_SET_PDEATHSIG = 1

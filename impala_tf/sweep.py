@@ -39,7 +39,8 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from impala_tf import configs, rundir, supervision
+from impala_tf import rundir, supervision
+from impala_tf.base import configs
 from impala_tf.paper import table2 as paper_table2
 from impala_tf.pbt import rules
 

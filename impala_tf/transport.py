@@ -37,7 +37,7 @@ import tree
 from tensorflow.core.protobuf import config_pb2
 
 from impala_tf import cluster as cluster_lib
-from impala_tf import structures
+from impala_tf.base import structures
 
 DEFAULT_QUEUE_CAPACITY = 1  # The release: each actor contributes one item at a time.
 QUEUE_SHARED_NAME = "trajectories"

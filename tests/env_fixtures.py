@@ -20,7 +20,7 @@ import time
 import numpy as np
 import psutil
 
-from impala_tf import structures
+from impala_tf.base import structures
 from impala_tf.envs.base import Environment
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -7,8 +7,9 @@ import tree
 from env_fixtures import InProcessBatch
 
 from impala_tf import actor as actor_lib
-from impala_tf import networks, structures
-from impala_tf.configs import EnvConfig
+from impala_tf import networks
+from impala_tf.base import structures
+from impala_tf.base.configs import EnvConfig
 from impala_tf.envs import toy
 
 

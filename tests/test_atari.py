@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from impala_tf import envs
-from impala_tf.configs import EnvConfig
+from impala_tf.base.configs import EnvConfig
 from impala_tf.envs import atari
 
 ale_py = pytest.importorskip("ale_py")

@@ -16,8 +16,9 @@ import psutil
 import pytest
 import tree
 
-from impala_tf import builders, configs, envs, structures
-from impala_tf.configs import EnvConfig
+from impala_tf import builders, envs
+from impala_tf.base import configs, structures
+from impala_tf.base.configs import EnvConfig
 from impala_tf.envs import atari, atari_vector
 from impala_tf.envs.base import StepStream
 

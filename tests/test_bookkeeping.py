@@ -11,8 +11,8 @@ import tensorflow as tf
 
 import dmlab30
 from impala_tf import bookkeeping
+from impala_tf.base.structures import EpisodeRecord
 from impala_tf.paper import atari57
-from impala_tf.structures import EpisodeRecord
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

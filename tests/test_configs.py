@@ -5,7 +5,8 @@ import math
 
 import pytest
 
-from impala_tf import configs, envs
+from impala_tf import envs
+from impala_tf.base import configs
 
 
 def completed(preset, overrides=None):

@@ -14,8 +14,9 @@ import tensorflow as tf
 import tree
 from test_vtrace import _ground_truth
 
-from impala_tf import configs, corrections, losses, networks, structures
+from impala_tf import corrections, losses, networks
 from impala_tf import learner as learner_lib
+from impala_tf.base import configs, structures
 
 METHODS = ("vtrace", "one_step", "epsilon", "none")
 

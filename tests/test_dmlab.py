@@ -15,8 +15,9 @@ import sys
 import numpy as np
 import pytest
 
-from impala_tf import envs, structures, testing
-from impala_tf.configs import EnvConfig
+from impala_tf import envs, testing
+from impala_tf.base import structures
+from impala_tf.base.configs import EnvConfig
 from impala_tf.envs import dmlab
 from impala_tf.envs.base import StepStream
 

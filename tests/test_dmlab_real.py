@@ -34,7 +34,7 @@ import pytest
 from env_fixtures import assert_no_leftovers, kill_tree, repo_env, start_in_session
 
 import dmlab30
-from impala_tf.configs import EnvConfig
+from impala_tf.base.configs import EnvConfig
 from impala_tf.envs import dmlab
 from impala_tf.envs.workers import BatchedEnvironment, EnvFactory, EnvWorker, EnvWorkerError
 

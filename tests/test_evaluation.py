@@ -17,7 +17,8 @@ import pytest
 import tensorflow as tf
 
 import dmlab30
-from impala_tf import configs, envs, evaluation, scores, structures, videos
+from impala_tf import envs, evaluation, videos
+from impala_tf.base import configs, scores, structures
 from impala_tf.envs import toy
 from impala_tf.envs.base import StepStream
 from impala_tf.paper import atari57
@@ -287,7 +288,7 @@ def test_atari_pong_results_have_human_normalized_score(tmp_path, no_leaked_chil
     assert results["summary"]["atari57"] is None  # One game is not the suite.
 
 
-# --- Suite summaries (computed by `impala_tf.scores`; their numbers in tests/test_scores.py). -----
+# --- Suite summaries (computed by `impala_tf.base.scores`; their numbers in tests/test_scores.py). -----
 
 
 def test_scores_are_those_of_impala_tf_scores():

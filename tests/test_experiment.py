@@ -134,7 +134,7 @@ def test_help_shows_no_default_that_does_not_apply():
         name = re.match(r"(?:\[no\])?(\w+)", block)
         if name:
             help_of[name.group(1)] = " ".join(block.split())
-    from impala_tf import configs
+    from impala_tf.base import configs
 
     for key in configs.preset_keys():
         name = key.split(".")[1]
@@ -185,7 +185,7 @@ def _tree(root):
 
 @pytest.mark.timeout(120)
 def test_other_settings_in_a_used_run_directory_are_refused_at_once(tmp_path):
-    from impala_tf import configs
+    from impala_tf.base import configs
 
     logdir = tmp_path / "run"
     os.makedirs(logdir / "checkpoints")
@@ -228,7 +228,8 @@ def test_test_mode_without_logdir_and_no_run_says_what_to_give(tmp_path):
 
 
 def test_the_commands_that_end_a_run_can_be_pasted(monkeypatch, tmp_path):
-    from impala_tf import experiment, hints
+    from impala_tf import experiment
+    from impala_tf.base import hints
 
     monkeypatch.setenv(hints.COMMAND_ENV, "./run_experiment.sh")
     monkeypatch.setenv(hints.CALLER_DIR_ENV, str(tmp_path))
@@ -253,7 +254,8 @@ def test_test_mode_on_an_atari_checkpoint_then_the_atari_report(tmp_path):
     """A checkpoint evaluated through the CLI produces a results file that the report renders."""
     import tensorflow as tf
 
-    from impala_tf import builders, configs, envs
+    from impala_tf import builders, envs
+    from impala_tf.base import configs
 
     logdir = tmp_path / "run"
     config = configs.from_preset(
@@ -331,7 +333,8 @@ def test_a_run_that_cannot_fit_in_memory_is_refused_before_it_starts(tmp_path, f
 
 
 def test_memory_estimate_counts_the_batch_and_the_processes():
-    from impala_tf import builders, configs, envs
+    from impala_tf import builders, envs
+    from impala_tf.base import configs
 
     config = envs.complete_config(configs.from_preset("atari", {"learner": {"batch_size": 10}}))
     estimate = builders.memory_estimate(config)

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from impala_tf import builders, configs, envs, frame_stacks, structures
+from impala_tf import builders, envs, frame_stacks
+from impala_tf.base import configs, structures
 from impala_tf.envs import atari_vector
 
 K = 4

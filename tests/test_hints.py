@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from impala_tf import hints
+from impala_tf.base import hints
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -398,6 +398,6 @@ def test_reasons_isolation_is_impossible(
 
 
 def test_the_setting_is_on_by_default():
-    from impala_tf import configs
+    from impala_tf.base import configs
 
     assert configs.RuntimeConfig().isolate_network is True

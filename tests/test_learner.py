@@ -8,8 +8,9 @@ from env_fixtures import InProcessBatch, run_tf_script
 
 from impala_tf import actor as actor_lib
 from impala_tf import learner as learner_lib
-from impala_tf import networks, optimizers, structures
-from impala_tf.configs import LearnerConfig
+from impala_tf import networks, optimizers
+from impala_tf.base import structures
+from impala_tf.base.configs import LearnerConfig
 from impala_tf.envs.base import Environment
 
 FRAME_SHAPE = (24, 24, 3)
@@ -188,8 +189,9 @@ tf.config.set_logical_device_configuration(
     cpu, [tf.config.LogicalDeviceConfiguration(), tf.config.LogicalDeviceConfiguration()]
 )
 from impala_tf import learner as learner_lib
-from impala_tf import networks, structures
-from impala_tf.configs import LearnerConfig
+from impala_tf import networks
+from impala_tf.base import structures
+from impala_tf.base.configs import LearnerConfig
 
 def random_batch(rng, batch_size, unroll_length, num_actions, state_spec):
     specs = structures.trajectory_specs(

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from impala_tf import networks, structures
+from impala_tf import networks
+from impala_tf.base import structures
 
 DMLAB = (72, 96, 3)
 ATARI = (84, 84, 4)

@@ -11,8 +11,9 @@ from env_fixtures import InProcessBatch, run_tf_script
 
 from impala_tf import actor as actor_lib
 from impala_tf import learner as learner_lib
-from impala_tf import networks, popart, runtime, structures
-from impala_tf.configs import LearnerConfig
+from impala_tf import networks, popart, runtime
+from impala_tf.base import structures
+from impala_tf.base.configs import LearnerConfig
 from impala_tf.envs import toy
 
 
@@ -386,8 +387,9 @@ tf.config.set_logical_device_configuration(
     cpu, [tf.config.LogicalDeviceConfiguration(), tf.config.LogicalDeviceConfiguration()]
 )
 from impala_tf import learner as learner_lib
-from impala_tf import networks, structures
-from impala_tf.configs import LearnerConfig
+from impala_tf import networks
+from impala_tf.base import structures
+from impala_tf.base.configs import LearnerConfig
 
 def batch(rng):
     specs = structures.trajectory_specs(

@@ -12,7 +12,8 @@ import time
 import numpy as np
 import pytest
 
-from impala_tf import runtime, structures, transport
+from impala_tf import runtime, transport
+from impala_tf.base import structures
 
 SPECS = {"reward": structures.ArraySpec((3,), np.float32)}
 

@@ -5,7 +5,7 @@ import subprocess
 import sys
 import textwrap
 
-from impala_tf import quiet
+from impala_tf.base import quiet
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -38,7 +38,7 @@ def test_the_filter_drops_noise_and_passes_the_rest_including_a_final_traceback(
         f"""
         import os, sys, subprocess
         sys.path.insert(0, {REPO!r})
-        from impala_tf import quiet
+        from impala_tf.base import quiet
         quiet.filter_stderr()
         lines = {NOISE + KEPT!r}
         for line in lines:

@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
+from impala_tf.base.configs import EnvConfig
 from impala_tf.benchmark import random_policy
-from impala_tf.configs import EnvConfig
 
 
 def test_returns_of_random_play_on_catch_are_whole_episodes_and_repeatable():

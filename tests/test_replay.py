@@ -13,8 +13,9 @@ import pytest
 import tensorflow as tf
 import tree
 
-from impala_tf import configs, networks, replay, runtime, structures
 from impala_tf import learner as learner_lib
+from impala_tf import networks, replay, runtime
+from impala_tf.base import configs, structures
 
 
 def _trajectories(ids, unroll_length=3, num_actions=3, state_size=2):

@@ -4,7 +4,8 @@ import os
 
 import pytest
 
-from impala_tf import configs, rundir
+from impala_tf import rundir
+from impala_tf.base import configs
 
 
 def _config(logdir, **learner):

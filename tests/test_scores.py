@@ -1,4 +1,4 @@
-"""Tests of `impala_tf.scores`: suite detection, per-level human-normalised scores, the DMLab-30
+"""Tests of `impala_tf.base.scores`: suite detection, per-level human-normalised scores, the DMLab-30
 capped and uncapped means, the Atari-57 median and mean, and the suite summaries.
 
 Expected numbers are worked out by hand in the comments from the official release's `dmlab30.py`
@@ -15,7 +15,7 @@ import math
 import pytest
 
 from dmlab30 import levels, paper_results
-from impala_tf import scores
+from impala_tf.base import scores
 from impala_tf.paper import atari57
 
 TRAIN = list(levels.TRAINING_LEVELS)

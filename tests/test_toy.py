@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from impala_tf import envs
-from impala_tf.configs import EnvConfig
+from impala_tf.base.configs import EnvConfig
 from impala_tf.envs import toy
 
 CONFIG = EnvConfig(level_name="toy/catch")

@@ -27,7 +27,8 @@ if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
 from impala_tf import cluster as cluster_lib  # noqa: E402
-from impala_tf import structures, transport  # noqa: E402
+from impala_tf import transport  # noqa: E402
+from impala_tf.base import structures  # noqa: E402
 
 ArraySpec = structures.ArraySpec
 

@@ -12,7 +12,8 @@ import imageio.v3 as iio
 import numpy as np
 import pytest
 
-from impala_tf import configs, envs, testing, videos
+from impala_tf import envs, testing, videos
+from impala_tf.base import configs
 from impala_tf.envs import atari, toy
 from impala_tf.envs.base import StepStream
 

@@ -35,8 +35,8 @@ from env_fixtures import (
     wait_processes_gone,
 )
 
-from impala_tf import structures
-from impala_tf.configs import EnvConfig
+from impala_tf.base import structures
+from impala_tf.base.configs import EnvConfig
 from impala_tf.envs.base import StepStream
 from impala_tf.envs.workers import BatchedEnvironment, EnvFactory, EnvWorker, EnvWorkerError
 

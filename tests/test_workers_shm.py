@@ -32,11 +32,11 @@ from env_fixtures import (
 )
 
 from impala_tf import testing
-from impala_tf.configs import EnvConfig
+from impala_tf.base.configs import EnvConfig
+from impala_tf.base.structures import ArraySpec
 from impala_tf.envs import workers
 from impala_tf.envs.base import Environment
 from impala_tf.envs.workers import BatchedEnvironment, EnvFactory, EnvWorker, EnvWorkerError
-from impala_tf.structures import ArraySpec
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TESTS = os.path.join(REPO, "tests")

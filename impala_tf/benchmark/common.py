@@ -20,7 +20,8 @@ import psutil
 import tensorflow as tf
 import tree
 
-from impala_tf import networks, structures
+from impala_tf import networks
+from impala_tf.base import structures
 
 ACTION_REPEATS = 4  # DMLab and Atari (the release's --num_action_repeats).
 DMLAB_FRAME = (72, 96, 3)

@@ -14,7 +14,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from impala_tf import allocator, benchmark, configs
+from impala_tf import allocator, benchmark
+from impala_tf.base import configs
 from impala_tf.benchmark import common, end_to_end, flops, peak, report, stages
 
 SECTIONS = ("update", "vtrace", "actor", "transport", "e2e")

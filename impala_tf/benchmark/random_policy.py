@@ -24,7 +24,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from impala_tf import envs
-from impala_tf.configs import EnvConfig
+from impala_tf.base.configs import EnvConfig
 
 
 def episode_returns(

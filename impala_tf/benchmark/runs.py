@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from impala_tf import configs, envs
+from impala_tf import envs
+from impala_tf.base import configs
 
 
 def e2e_config(run: dict[str, Any]) -> tuple[str, dict[str, dict[str, Any]]]:

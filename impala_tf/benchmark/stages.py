@@ -21,9 +21,10 @@ import tensorflow as tf
 import tree
 
 from impala_tf import actor as actor_lib
-from impala_tf import builders, configs, envs, networks, transport, vtrace
+from impala_tf import builders, envs, networks, transport, vtrace
 from impala_tf import cluster as cluster_lib
 from impala_tf import learner as learner_lib
+from impala_tf.base import configs
 from impala_tf.benchmark import common, process
 
 # --------------------------------------------------------------------------------------------

@@ -15,8 +15,8 @@ import importlib
 import re
 
 import dmlab30
-from impala_tf import configs, hints, structures
-from impala_tf.configs import EnvConfig
+from impala_tf.base import configs, hints, structures
+from impala_tf.base.configs import EnvConfig
 from impala_tf.envs.base import Environment, StepStream
 from impala_tf.paper import atari57
 

@@ -19,8 +19,8 @@ import functools
 
 import numpy as np
 
-from impala_tf import structures
-from impala_tf.configs import EnvConfig
+from impala_tf.base import structures
+from impala_tf.base.configs import EnvConfig
 from impala_tf.envs.base import Environment
 from impala_tf.paper import atari57
 

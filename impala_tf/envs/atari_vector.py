@@ -32,8 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from impala_tf import structures
-from impala_tf.configs import EnvConfig
+from impala_tf.base import structures
+from impala_tf.base.configs import EnvConfig
 from impala_tf.envs import atari
 
 __all__ = ["AtariVectorBatch"]

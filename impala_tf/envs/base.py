@@ -16,7 +16,7 @@ import abc
 
 import numpy as np
 
-from impala_tf import structures
+from impala_tf.base import structures
 
 
 class Environment(abc.ABC):

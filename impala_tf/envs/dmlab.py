@@ -39,8 +39,8 @@ from typing import Any
 import numpy as np
 
 import dmlab30
-from impala_tf import structures
-from impala_tf.configs import EnvConfig
+from impala_tf.base import structures
+from impala_tf.base.configs import EnvConfig
 from impala_tf.envs.base import Environment
 
 _log = logging.getLogger(__name__)

@@ -28,8 +28,8 @@ import difflib
 
 import numpy as np
 
-from impala_tf import structures
-from impala_tf.configs import EnvConfig
+from impala_tf.base import structures
+from impala_tf.base.configs import EnvConfig
 from impala_tf.envs.base import Environment
 
 FRAME_HEIGHT = 24

@@ -41,8 +41,8 @@ from typing import Any
 import numpy as np
 import tree
 
-from impala_tf import structures
-from impala_tf.configs import EnvConfig
+from impala_tf.base import structures
+from impala_tf.base.configs import EnvConfig
 from impala_tf.envs.base import Environment, StepStream
 
 __all__ = ["EnvFactory", "EnvWorker", "EnvWorkerError", "BatchedEnvironment", "Factory"]

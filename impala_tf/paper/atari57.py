@@ -5,7 +5,7 @@ their random and human reference scores, those of the DQN line of work (Mnih et 
 Hasselt et al. 2016) against which the paper's human-normalised scores are computed, and, copied as
 printed, Table 4 (median / mean human-normalised score per agent) and Table C.1 (raw score per game
 per agent after 200 M frames, up to 30 no-op starts). The scores themselves (per game, median, mean)
-are computed by `impala_tf.scores`.
+are computed by `impala_tf.base.scores`.
 
 Reference-score caveat: `RANDOM_SCORES` keeps video_pinball's random score 16256.9 as published with
 the DQN line of work. Its human - random gap is then only 1411 points, so a strong agent's
@@ -345,7 +345,7 @@ def _shorten(names: tuple[str, ...], limit: int = 8) -> str:
 
 
 # Random scores under which the paper's Table 4 means are reproduced from its Table C.1 (see the
-# module docstring): pass as `random_overrides` to `impala_tf.scores.atari57_mean_score`.
+# module docstring): pass as `random_overrides` to `impala_tf.base.scores.atari57_mean_score`.
 PAPER_MEAN_RANDOM_OVERRIDES: dict[str, float] = {"video_pinball": 0.0}
 
 

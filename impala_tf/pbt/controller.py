@@ -26,7 +26,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from impala_tf import configs
+from impala_tf.base import configs
 from impala_tf.pbt import ancestry, protocol, rules
 
 FORMAT_VERSION = 1

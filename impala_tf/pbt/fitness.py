@@ -9,7 +9,7 @@
 
 Suite fitness is a fraction (1.0 = human level on every level), so the paper's "5 %" threshold is
 0.05. Levels without an episode in the window are left out of the mean (with 5,000 episodes every
-level of either suite is present). Scores come from `impala_tf.scores`. See docs/pbt.md.
+level of either suite is present). Scores come from `impala_tf.base.scores`. See docs/pbt.md.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import math
 import statistics
 from collections.abc import Iterable
 
-from impala_tf import scores
+from impala_tf.base import scores
 
 CAP = 1.0  # 100 %, as a fraction.
 MEAN_RETURN = "mean_return"

@@ -31,7 +31,8 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from impala_tf import checkpoints, configs, rundir
+from impala_tf import checkpoints, rundir
+from impala_tf.base import configs
 from impala_tf.pbt import fitness, protocol, rules
 
 POLL_SECONDS = 1.0  # Instruction reads and status writes.

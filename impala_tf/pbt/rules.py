@@ -65,7 +65,7 @@ SAMPLING: dict[str, LogUniform | Choice] = {
     "grad_norm_clipping": LogUniform(20.0, 80.0),
 }
 
-# Perturbations stay inside the settings' own bounds (`impala_tf.configs`): (lower, upper).
+# Perturbations stay inside the settings' own bounds (`impala_tf.base.configs`): (lower, upper).
 BOUNDS: dict[str, tuple[float, float]] = {
     "entropy_cost": (0.0, 1e3),
     "learning_rate": (0.0, 1.0),

@@ -27,7 +27,8 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from impala_tf import configs, launcher, supervision
+from impala_tf import launcher, supervision
+from impala_tf.base import configs
 from impala_tf.pbt import ancestry, controller, protocol
 
 POLL_SECONDS = 1.0

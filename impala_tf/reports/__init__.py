@@ -18,9 +18,9 @@ Scripts (each a `main` with argparse; Python + matplotlib, TensorFlow only where
   `python -m impala_tf.sweep`, the paper's values beside ours.
 
 Shared pieces (results-file loading and validation, Markdown / CSV rendering) are in
-`impala_tf.reports.common`; every score is computed by `impala_tf.scores`.
+`impala_tf.reports.common`; every score is computed by `impala_tf.base.scores`.
 
-Import direction: the reports import `impala_tf.scores` and the data modules (`dmlab30.levels`,
+Import direction: the reports import `impala_tf.base.scores` and the data modules (`dmlab30.levels`,
 `dmlab30.paper_results`, `impala_tf.paper.atari57`); `dmlab30` imports nothing of `impala_tf`
 (`python -m dmlab30.report` only names this package's `dmlab30` report).
 """

@@ -22,7 +22,7 @@ import dataclasses
 import sys
 from collections.abc import Sequence
 
-from impala_tf import scores as scoring
+from impala_tf.base import scores as scoring
 from impala_tf.paper import atari57
 from impala_tf.paper import popart as paper_popart
 from impala_tf.reports import common

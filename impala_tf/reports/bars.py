@@ -5,11 +5,11 @@ Usage::
     python -m impala_tf.reports.bars RESULTS.json [RESULTS2.json ...] [--output PATH]
 
 One horizontal bar per level and series; a dashed line marks human level (100 %). The suite is the
-one the results' levels belong to (`impala_tf.scores.detect_suite`); levels of no suite are left out.
+one the results' levels belong to (`impala_tf.base.scores.detect_suite`); levels of no suite are left out.
 
 - DMLab-30 results (training names count for their test names): series are our results files, then
   the paper's Table B.1 IMPALA (deep, PBT) and IMPALA-Experts (deep) columns, all normalised with the
-  official release's references (`dmlab30.py`; `impala_tf.scores.dmlab30_normalized_score`) and
+  official release's references (`dmlab30.py`; `impala_tf.base.scores.dmlab30_normalized_score`) and
   **uncapped** (the cap would hide the language levels where the paper exceeds human).
 - Atari results (`atari/<game>`): our results files, then the paper's Table C.1 IMPALA (deep) and
   IMPALA (shallow), normalised with the references of the DQN line of work (Mnih et al. 2015; van
@@ -31,7 +31,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from dmlab30 import paper_results
-from impala_tf import scores
+from impala_tf.base import scores
 from impala_tf.paper import atari57
 from impala_tf.reports import common
 from impala_tf.reports.common import EvaluationResults

@@ -2,7 +2,7 @@
 
 Used by the paper-table scripts (`impala_tf.reports.dmlab30` for the paper's Tables 3 and B.1,
 `impala_tf.reports.atari57` for Tables 4 and C.1, `impala_tf.reports.throughput` for Table 1). It
-computes no scores (those are `impala_tf.scores`') and imports nothing of this repository, so any
+computes no scores (those are `impala_tf.base.scores`') and imports nothing of this repository, so any
 report script may import it.
 
 Evaluation results files (written by `--mode=test`) are JSON objects whose `levels` map each level

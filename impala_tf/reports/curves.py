@@ -22,7 +22,7 @@ of the official release's learner, `experiment.py`): episodes are taken in order
 environment-frame count at which they were logged; each level's returns are buffered until every
 level of the suite has at least one finished episode in its buffer; then one point is computed at
 that frame count (per level the mean of its buffered returns, normalised and then averaged or the
-median taken, by `impala_tf.scores`) and all buffers are cleared. Training names count for their test
+median taken, by `impala_tf.base.scores`) and all buffers are cleared. Training names count for their test
 names, as in the release. The returns are those logged during training (sampled policy; for Atari
 they are per logged training episode, which may be one life if the run logs life-loss episodes, so
 they are not the paper's test protocol of up to 30 no-op starts, Table 4).
@@ -43,7 +43,8 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from impala_tf import rundir, scores
+from impala_tf import rundir
+from impala_tf.base import scores
 from impala_tf.bookkeeping import read_episodes, read_scalars
 
 Episode = dict[str, object]
@@ -127,7 +128,7 @@ def run_kind(level_names: Sequence[str]) -> str:
       level_names: the level names of the logged episodes.
 
     Returns:
-      "dmlab30" or "atari57" when the names are of that suite (`impala_tf.scores.detect_suite`;
+      "dmlab30" or "atari57" when the names are of that suite (`impala_tf.base.scores.detect_suite`;
       levels of no suite are left aside) and cover all its levels, else "other".
     """
     kind = scores.detect_suite(level_names)

@@ -9,7 +9,7 @@ Each results file (produced by `--mode=test`) becomes one "ours" column named by
 labelled PBT or fixed configuration from the configuration the file carries (a population-based
 training member's says so, appendix F), and compared with the matching row of Table 3 (IMPALA, deep
 for a fixed configuration; IMPALA, deep, PBT for a PBT member).
-Scoring (`impala_tf.scores`) is the paper's (appendix B) and the official release's (`dmlab30.py`):
+Scoring (`impala_tf.base.scores`) is the paper's (appendix B) and the official release's (`dmlab30.py`):
 per level the mean return, normalised against the release's references; the capped score caps each
 level at 100 % and averages over the 30 test levels. Every level must have a return unless
 `--allow_missing` is given. The output's last line is the first file's mean capped score.
@@ -24,8 +24,8 @@ import sys
 from collections.abc import Sequence
 
 from dmlab30 import levels, paper_results
-from impala_tf import hints
-from impala_tf import scores as scoring
+from impala_tf.base import hints
+from impala_tf.base import scores as scoring
 from impala_tf.paper import popart as paper_popart
 from impala_tf.reports import common
 from impala_tf.reports.common import Column, EvaluationResults, Report, Table

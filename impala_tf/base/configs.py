@@ -324,7 +324,7 @@ class RuntimeConfig:
     show_tensorflow_logs: bool = setting(
         False,
         "Show TensorFlow's start-up messages that are harmless on CPU-only machines (CUDA, oneDNN, "
-        "Grappler remapper; impala_tf/quiet.py says why each is harmless).",
+        "Grappler remapper; impala_tf/base/quiet.py says why each is harmless).",
     )
 
 
