@@ -12,7 +12,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from impala_tf import envs, frame_stacks, networks
+from impala_tf import envs
+from impala_tf.agent import frame_stacks, networks
 from impala_tf.base import configs, structures
 from impala_tf.envs import atari, atari_vector, workers
 
@@ -66,7 +67,7 @@ def sent_stack_depth(config: configs.Config) -> int:
 
 def queue_specs(config: configs.Config, agent: networks.Agent) -> structures.Trajectory:
     """The spec of the queue's element: `trajectory_specs`, with the frames encoded when actors
-    send each stacked frame once (`impala_tf.frame_stacks`)."""
+    send each stacked frame once (`impala_tf.agent.frame_stacks`)."""
     specs = trajectory_specs(config, agent)
     depth = sent_stack_depth(config)
     return frame_stacks.encoded_specs(specs, depth) if depth else specs

@@ -29,7 +29,8 @@ import numpy as np
 import tensorflow as tf
 import tree
 
-from impala_tf import builders, checkpoints, envs, networks, rundir, videos
+from impala_tf import builders, checkpoints, envs, rundir, videos
+from impala_tf.agent import networks
 from impala_tf.base import configs, scores, structures
 from impala_tf.envs import workers
 

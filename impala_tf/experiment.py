@@ -137,7 +137,8 @@ def resolve_config() -> configs.Resolved:
 
 def describe(resolved: configs.Resolved) -> str:
     """Each resolved value and its source, the network's variables, `Trainable parameters: N`."""
-    from impala_tf import builders, envs, networks
+    from impala_tf import builders, envs
+    from impala_tf.agent import networks
 
     config = resolved.config
     how = {"flag": "--preset", "level": "chosen from the level", "default": "no --level_name"}

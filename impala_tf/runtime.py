@@ -2,7 +2,7 @@
 
 `run_learner` hosts a trajectory queue and a parameter store on its `tf.distribute.Server`
 (`impala_tf.transport`), dequeues batches of B trajectories from different actors, prefetches the
-next batch while the current one trains, applies the update of `impala_tf.learner`, publishes the
+next batch while the current one trains, applies the update of `impala_tf.agent.learner`, publishes the
 weights after every update, and keeps the books: TensorBoard summaries, `episodes.csv`, a console
 progress line, checkpoints every N minutes and at exit, and resume from the latest checkpoint.
 
@@ -30,20 +30,12 @@ import numpy as np
 import tensorflow as tf
 import tree
 
-from impala_tf import (
-    allocator,
-    bookkeeping,
-    builders,
-    checkpoints,
-    envs,
-    frame_stacks,
-    rundir,
-    transport,
-)
+from impala_tf import allocator, bookkeeping, builders, checkpoints, envs, rundir, transport
 from impala_tf import cluster as cluster_lib
-from impala_tf import learner as learner_lib
-from impala_tf import replay as replay_lib
-from impala_tf.actor import Actor
+from impala_tf.agent import frame_stacks
+from impala_tf.agent import learner as learner_lib
+from impala_tf.agent import replay as replay_lib
+from impala_tf.agent.actor import Actor
 from impala_tf.base import configs, structures
 
 _LOG = logging.getLogger(__name__)
@@ -70,7 +62,7 @@ _decode_frames = tf.function(frame_stacks.decode_trajectories)
 
 def training_tensors(batch: Any, stack_depth: int = 0) -> Any:
     """A dequeued batch (numpy) as the tensors the update trains on: with frames sent once
-    (`stack_depth` K > 0), the observation stacks rebuilt (`impala_tf.frame_stacks`)."""
+    (`stack_depth` K > 0), the observation stacks rebuilt (`impala_tf.agent.frame_stacks`)."""
     tensors = _to_tensors(batch)
     return _decode_frames(tensors, stack_depth) if stack_depth else tensors
 
@@ -430,7 +422,7 @@ def run_learner(
     """Trains until `total_environment_frames`, or until SIGTERM/SIGINT; returns final stats.
 
     The loop is the paper's learner (section 3): take a batch of B trajectories from the queue,
-    apply one V-trace actor-critic update (`impala_tf.learner`), publish the new parameters to the
+    apply one V-trace actor-critic update (`impala_tf.agent.learner`), publish the new parameters to the
     actors, keep the books. With experience replay (section 5.2.2, `--replay_proportion`), fewer
     trajectories come from the queue and the batch is completed from the learner's replay buffer
     (`mix_in_replay`); only the fresh ones count as environment frames and episodes.

@@ -6,8 +6,8 @@ import tensorflow as tf
 import tree
 from env_fixtures import InProcessBatch
 
-from impala_tf import actor as actor_lib
-from impala_tf import networks
+from impala_tf.agent import actor as actor_lib
+from impala_tf.agent import networks
 from impala_tf.base import structures
 from impala_tf.base.configs import EnvConfig
 from impala_tf.envs import toy

@@ -277,8 +277,8 @@ def test_the_backend_setting_chooses_the_batched_environment():
 
 def test_actor_unrolls_pong_on_the_native_backend():
     tf = pytest.importorskip("tensorflow")
-    from impala_tf import actor as actor_lib
-    from impala_tf import networks
+    from impala_tf.agent import actor as actor_lib
+    from impala_tf.agent import networks
 
     tf.random.set_seed(0)
     agent = networks.make_agent("shallow", 6, use_lstm=False, use_instruction=False, atari=True)
@@ -325,7 +325,7 @@ def test_run_actor_feeds_its_learner_from_the_native_backend():
     cluster = cluster_lib.local_cluster(1)
     server = transport.start_learner_server(cluster, 0)  # Lives until the test process exits.
     agent = builders.build_agent(config)
-    # Frames are sent once (the default for Atari, `impala_tf.frame_stacks`).
+    # Frames are sent once (the default for Atari, `impala_tf.agent.frame_stacks`).
     queue = transport.TrajectoryQueue(server, builders.queue_specs(config, agent), capacity=3)
     store = transport.ParameterStore.for_variables(server, agent.trainable_variables)
     store.publish([v.numpy() for v in agent.trainable_variables], version=4)

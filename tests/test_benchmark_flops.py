@@ -4,7 +4,7 @@ The torsos are checked against TensorFlow's own per-op FLOP statistics (the ones
 `tf.compat.v1.profiler` sums: `Conv2D` and `MatMul` on a traced forward of the Sonnet module, with
 static shapes); the core, heads and language LSTM against the agent's variables (a matmul with a
 `[D, N]` kernel costs D x N multiply-adds per application). A change of the architecture in
-`impala_tf.networks` that the count does not follow fails here. No timing.
+`impala_tf.agent.networks` that the count does not follow fails here. No timing.
 """
 
 import math
@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 from tensorflow.python.framework import ops as tf_ops
 
-from impala_tf import networks
+from impala_tf.agent import networks
 from impala_tf.benchmark import common, flops
 
 MATMUL_TYPES = ("Conv2D", "MatMul", "Conv2DBackpropInput", "Conv2DBackpropFilter")

@@ -1,4 +1,4 @@
-"""Tests of `impala_tf.corrections`: the off-policy corrections of paper section 5.2.2 (Table 2).
+"""Tests of `impala_tf.maths.corrections`: the off-policy corrections of paper section 5.2.2 (Table 2).
 
 The targets and advantages are pinned on a two-step example computed by hand (in the comments),
 once on-policy (all four corrections agree) and once off-policy (`none` and `epsilon` ignore the
@@ -14,9 +14,10 @@ import tensorflow as tf
 import tree
 from test_vtrace import _ground_truth
 
-from impala_tf import corrections, losses, networks
-from impala_tf import learner as learner_lib
+from impala_tf.agent import learner as learner_lib
+from impala_tf.agent import networks
 from impala_tf.base import configs, structures
+from impala_tf.maths import corrections, losses
 
 METHODS = ("vtrace", "one_step", "epsilon", "none")
 

@@ -1,4 +1,4 @@
-"""Tests of `impala_tf.frame_stacks`: each stacked Atari frame sent once, stacks rebuilt exactly.
+"""Tests of `impala_tf.agent.frame_stacks`: each stacked Atari frame sent once, stacks rebuilt exactly.
 
 The ground truth is the environments' own stacking (`atari_vector.push_frames`) on random frames
 and episode starts, and the observations real ale-py games give the actor (Breakout, through life
@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from impala_tf import builders, envs, frame_stacks
+from impala_tf import builders, envs
+from impala_tf.agent import frame_stacks
 from impala_tf.base import configs, structures
 from impala_tf.envs import atari_vector
 
@@ -162,8 +163,9 @@ class _Recording:
 @pytest.mark.parametrize("backend", ["native", "python"])
 def test_the_actor_sends_breakout_frames_once_and_the_learner_sees_its_observations(backend):
     pytest.importorskip("ale_py.vector_env")
-    from impala_tf import actor as actor_lib
-    from impala_tf import networks, runtime
+    from impala_tf import runtime
+    from impala_tf.agent import actor as actor_lib
+    from impala_tf.agent import networks
 
     tf.random.set_seed(0)
     config = configs.EnvConfig(level_name="atari/breakout", atari_backend=backend)
@@ -189,7 +191,8 @@ def test_the_actor_sends_breakout_frames_once_and_the_learner_sees_its_observati
 
 
 def test_replay_keeps_encoded_trajectories_and_the_update_sees_whole_stacks():
-    from impala_tf import replay, runtime
+    from impala_tf import runtime
+    from impala_tf.agent import replay
 
     stacks, dones = _stacks_from_rule(41, 4, 0.2, seed=11)
     trajectories = [

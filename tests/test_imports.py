@@ -358,6 +358,30 @@ def test_child_processes_are_stopped_in_one_module():
     assert not offenders, f"stop children with impala_tf.supervision: {offenders}"
 
 
+def test_the_public_api_keeps_its_short_names():
+    """README's `from impala_tf import vtrace, corrections, losses, optimizers, networks` works: the
+    package loads those modules from their folders on first use; library code names the folders
+    instead (so the import graph sees the real edge)."""
+    import impala_tf
+    from impala_tf import corrections, losses, networks, optimizers, vtrace
+
+    assert vtrace.from_logits and corrections.from_logits and losses.entropy_loss
+    assert optimizers.RMSProp and networks.make_agent and impala_tf.learner.compute_loss
+    for name, target in impala_tf.PUBLIC_MODULES.items():
+        assert target in MODULES and getattr(impala_tf, name) is importlib.import_module(target)
+    short = set(impala_tf.PUBLIC_MODULES)
+    users = {}
+    for module, path in MODULES.items():
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), filename=path)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module == "impala_tf" and not node.level:
+                names = {alias.name for alias in node.names} & short
+                if names:
+                    users[module] = sorted(names)
+    assert not users, f"import these from their folders (impala_tf.maths, impala_tf.agent): {users}"
+
+
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if not m.endswith(".__main__")))
 def test_every_module_imports(module):
     importlib.import_module(module)

@@ -6,12 +6,13 @@ import tensorflow as tf
 import tree
 from env_fixtures import InProcessBatch, run_tf_script
 
-from impala_tf import actor as actor_lib
-from impala_tf import learner as learner_lib
-from impala_tf import networks, optimizers
+from impala_tf.agent import actor as actor_lib
+from impala_tf.agent import learner as learner_lib
+from impala_tf.agent import networks
 from impala_tf.base import structures
 from impala_tf.base.configs import LearnerConfig
 from impala_tf.envs.base import Environment
+from impala_tf.maths import optimizers
 
 FRAME_SHAPE = (24, 24, 3)
 NUM_ACTIONS = 4
@@ -188,8 +189,8 @@ cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(
     cpu, [tf.config.LogicalDeviceConfiguration(), tf.config.LogicalDeviceConfiguration()]
 )
-from impala_tf import learner as learner_lib
-from impala_tf import networks
+from impala_tf.agent import learner as learner_lib
+from impala_tf.agent import networks
 from impala_tf.base import structures
 from impala_tf.base.configs import LearnerConfig
 
@@ -257,7 +258,7 @@ def test_finished_episodes_counts_each_game_once(agent_and_batch):
 
 def test_term_diagnostics_are_the_gradients_of_the_loss_terms():
     """The summaries' per-term gradient norms equal what autodiff gives for each loss term."""
-    from impala_tf import losses, vtrace
+    from impala_tf.maths import losses, vtrace
 
     rng = np.random.default_rng(3)
     t, b, a = 5, 4, 3

@@ -1,4 +1,4 @@
-"""Tests of `impala_tf.losses`: values and gradients against closed forms (paper section 4.2).
+"""Tests of `impala_tf.maths.losses`: values and gradients against closed forms (paper section 4.2).
 
 Runtime: about 2 s.
 """
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from impala_tf import losses
+from impala_tf.maths import losses
 
 
 def _softmax(logits):

@@ -1,4 +1,4 @@
-"""Tests of `impala_tf.networks`: the paper's agents (section 5, Figure 3; the release's `Agent`).
+"""Tests of `impala_tf.agent.networks`: the paper's agents (section 5, Figure 3; the release's `Agent`).
 
 Parameter counts are derived by hand below from the layer specifications of the paper and the
 release's `experiment.py`, not read back from the code. Runtime: about 20-30 s on 2 loaded CPU
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from impala_tf import networks
+from impala_tf.agent import networks
 from impala_tf.base import structures
 
 DMLAB = (72, 96, 3)

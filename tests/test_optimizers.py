@@ -1,4 +1,4 @@
-"""Tests of `impala_tf.optimizers` against hand-written TF1 RMSProp arithmetic (the release's
+"""Tests of `impala_tf.maths.optimizers` against hand-written TF1 RMSProp arithmetic (the release's
 `tf.train.RMSPropOptimizer`).
 
 The reference below is written from the TF1 `RMSPropOptimizer` update rule (ms initialised to ones,
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from impala_tf import optimizers
+from impala_tf.maths import optimizers
 
 GRADIENT_SEQUENCE = [
     np.array([[0.5, -1.0], [2.0, 0.0]]),
@@ -198,7 +198,7 @@ _DISTRIBUTED_SCRIPT = textwrap.dedent(
     """
     import numpy as np
     import tensorflow as tf
-    from impala_tf import optimizers
+    from impala_tf.maths import optimizers
 
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(

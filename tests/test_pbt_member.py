@@ -9,7 +9,7 @@ import tensorflow as tf
 import tree
 
 from impala_tf import builders, checkpoints, envs, rundir
-from impala_tf import learner as learner_lib
+from impala_tf.agent import learner as learner_lib
 from impala_tf.base import configs, structures
 from impala_tf.pbt import member as pbt_member
 from impala_tf.pbt import protocol

@@ -9,12 +9,14 @@ import tensorflow as tf
 import tree
 from env_fixtures import InProcessBatch, run_tf_script
 
-from impala_tf import actor as actor_lib
-from impala_tf import learner as learner_lib
-from impala_tf import networks, popart, runtime
+from impala_tf import runtime
+from impala_tf.agent import actor as actor_lib
+from impala_tf.agent import learner as learner_lib
+from impala_tf.agent import networks
 from impala_tf.base import structures
 from impala_tf.base.configs import LearnerConfig
 from impala_tf.envs import toy
+from impala_tf.maths import popart
 
 
 def _numpy_statistics(stream, num_tasks, beta, sigma_min, sigma_max, rule="rollout"):
@@ -201,7 +203,7 @@ def test_select_task_and_per_trajectory_statistics():
     np.testing.assert_allclose(popart.unnormalize(popart.normalize(x, mu, sigma), mu, sigma), x)
 
 
-# --- The learner with PopArt (impala_tf.learner). -----------------------------------------------
+# --- The learner with PopArt (impala_tf.agent.learner). -----------------------------------------------
 
 LEVELS = toy.SUITES["toy/bandit_scales"]  # Task 0: rewards 1; task 1: rewards 1000.
 
@@ -386,8 +388,8 @@ cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(
     cpu, [tf.config.LogicalDeviceConfiguration(), tf.config.LogicalDeviceConfiguration()]
 )
-from impala_tf import learner as learner_lib
-from impala_tf import networks
+from impala_tf.agent import learner as learner_lib
+from impala_tf.agent import networks
 from impala_tf.base import structures
 from impala_tf.base.configs import LearnerConfig
 

@@ -1,4 +1,4 @@
-"""Tests of `impala_tf.replay` (experience replay of paper section 5.2.2) and how the learner uses it.
+"""Tests of `impala_tf.agent.replay` (experience replay of paper section 5.2.2) and how the learner uses it.
 
 The buffer is FIFO over whole trajectories and samples uniformly; a mixed batch holds
 round(B x proportion) replayed trajectories after the fresh ones, with everything the actor
@@ -13,8 +13,9 @@ import pytest
 import tensorflow as tf
 import tree
 
-from impala_tf import learner as learner_lib
-from impala_tf import networks, replay, runtime
+from impala_tf import runtime
+from impala_tf.agent import learner as learner_lib
+from impala_tf.agent import networks, replay
 from impala_tf.base import configs, structures
 
 

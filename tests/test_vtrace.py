@@ -1,4 +1,4 @@
-"""Tests of `impala_tf.vtrace` against the paper's definition (section 4.1) and the release's tests.
+"""Tests of `impala_tf.maths.vtrace` against the paper's definition (section 4.1) and the release's tests.
 
 The ground truth is the explicit double sum of equation (1), written here in numpy, not the backward
 recursion the module uses. Runtime: about 10 s on 2 CPU cores (mostly tf.function/XLA tracing).
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from impala_tf import vtrace
+from impala_tf.maths import vtrace
 
 
 def _ground_truth(

@@ -291,7 +291,7 @@ class RuntimeConfig:
         True,
         "Atari actors send each stacked frame once ([T+4, 84, 84] per trajectory instead of "
         "[T+1, 84, 84, 4]); the learner rebuilds the stacks before the update (lossless; "
-        "impala_tf/frame_stacks.py).",
+        "impala_tf/agent/frame_stacks.py).",
     )
     malloc_keep_mb: int = setting(
         256,
@@ -621,7 +621,7 @@ def _check_pbt(config: Config) -> None:
 
 def _check_replay(lc: LearnerConfig) -> None:
     """With replay, a buffer exists and a batch holds both replayed and fresh trajectories
-    (round(B x proportion) replayed, `impala_tf.replay.replayed_per_batch`)."""
+    (round(B x proportion) replayed, `impala_tf.agent.replay.replayed_per_batch`)."""
     if lc.replay_proportion <= 0:
         return
     if lc.replay_capacity <= 0:

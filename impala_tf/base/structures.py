@@ -9,11 +9,11 @@ T+1 steps, the first being the last step of its previous trajectory; `env_output
 environment returned after `agent_outputs[t].action` (so when `done[t]` is True, `observation[t]`
 already starts the next episode and `reward[t]` ends the last one); the first environment output of
 a run has `done = True`; `agent_state` is the core state at the unroll's start. The learner
-(`impala_tf.learner`) re-runs the agent, bootstraps from its value at step T and shifts behaviour
+(`impala_tf.agent.learner`) re-runs the agent, bootstraps from its value at step T and shifts behaviour
 and environment outputs by `[1:]`, its own outputs by `[:-1]`. See docs/time_alignment.md.
 
 On the queue, Atari trajectories carry each stacked frame once, `[T+4, 84, 84]` instead of
-`[T+1, 84, 84, 4]` (`impala_tf.frame_stacks`); the learner rebuilds the stacks before the update,
+`[T+1, 84, 84, 4]` (`impala_tf.agent.frame_stacks`); the learner rebuilds the stacks before the update,
 so everything after the queue sees the records above.
 
 Episode statistics: `info.episode_return` is the sum of raw (unclipped) rewards, `info.episode_step`
@@ -142,7 +142,7 @@ class Trajectory(NamedTuple):
       params_version: int64 scalar, the learner update count of the weights the actor used.
       task: int32 scalar, the task the unroll belongs to: the level's index in its suite
         (`impala_tf.envs.suite_levels`: 0..29 for DMLab-30, 0..56 for Atari-57), 0 for a single
-        level. PopArt (`impala_tf.popart`) keeps its statistics per task; IMPALA ignores it.
+        level. PopArt (`impala_tf.maths.popart`) keeps its statistics per task; IMPALA ignores it.
     """
 
     level_name: Any

@@ -18,7 +18,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from impala_tf import learner as learner_lib
+from impala_tf.agent import learner as learner_lib
 from impala_tf.base import configs
 from impala_tf.benchmark import common, flops, peak
 

@@ -20,7 +20,7 @@ import psutil
 import tensorflow as tf
 import tree
 
-from impala_tf import networks
+from impala_tf.agent import networks
 from impala_tf.base import structures
 
 ACTION_REPEATS = 4  # DMLab and Atari (the release's --num_action_repeats).

@@ -30,7 +30,7 @@ import tree
 
 from impala_tf import builders, runtime, testing, transport
 from impala_tf import cluster as cluster_lib
-from impala_tf import learner as learner_lib
+from impala_tf.agent import learner as learner_lib
 from impala_tf.base import configs
 from impala_tf.benchmark import bound, common, process, runs
 

@@ -11,12 +11,12 @@ Convention:
   many again), except where no input gradient exists: the first convolution's input is the frame
   (data), so its backward is 1x its forward (TF's gradient graph has 15 `Conv2DBackpropFilter`
   but 14 `Conv2DBackpropInput` for the deep torso; `tests/test_benchmark_flops.py` checks it);
-- the learner re-runs the agent over the T+1 steps of each trajectory (`impala_tf.learner`, step
+- the learner re-runs the agent over the T+1 steps of each trajectory (`impala_tf.agent.learner`, step
   1) and back-propagates through all of them, but counts B x T x action repeats frames (paper
   Table 1 footnote), so a learner frame costs (forward + backward) x (T+1) / (T x repeats);
 - an actor frame costs one forward pass / repeats.
 
-The layer shapes follow `impala_tf.networks` (the release's `Agent`,
+The layer shapes follow `impala_tf.agent.networks` (the release's `Agent`,
 google-deepmind/scalable_agent): deep = 3 sections of conv 3x3 (16, 32, 32 channels) + max-pool
 3x3/2 + 2 residual blocks of two convs 3x3; shallow = two (DMLab) or three (Atari) VALID convs;
 then FC 256, the optional LSTM 256 and the heads.
@@ -29,7 +29,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from impala_tf import networks
+from impala_tf.agent import networks
 from impala_tf.benchmark import common
 
 FLOPS_PER_MULTIPLY_ADD = 2
@@ -108,7 +108,7 @@ def deep_torso_layers(frame_shape: Sequence[int]) -> list[Layer]:
     return layers
 
 
-# (channels, kernel, stride) of the VALID convolutions of the shallow torsos (`impala_tf.networks`).
+# (channels, kernel, stride) of the VALID convolutions of the shallow torsos (`impala_tf.agent.networks`).
 SHALLOW_CONVS = ((16, 8, 4), (32, 4, 2))  # `ShallowTorso` (DMLab).
 ATARI_SHALLOW_CONVS = ((32, 8, 4), (64, 4, 2), (64, 3, 1))  # `AtariShallowTorso`.
 

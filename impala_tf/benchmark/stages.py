@@ -20,12 +20,14 @@ import numpy as np
 import tensorflow as tf
 import tree
 
-from impala_tf import actor as actor_lib
-from impala_tf import builders, envs, networks, transport, vtrace
+from impala_tf import builders, envs, transport
 from impala_tf import cluster as cluster_lib
-from impala_tf import learner as learner_lib
+from impala_tf.agent import actor as actor_lib
+from impala_tf.agent import learner as learner_lib
+from impala_tf.agent import networks
 from impala_tf.base import configs
 from impala_tf.benchmark import common, process
+from impala_tf.maths import vtrace
 
 # --------------------------------------------------------------------------------------------
 # (a) The learner's update on synthetic batches.

@@ -127,7 +127,7 @@ class _Game:
             noop_max=0,  # No no-op starts in training (the Python pipeline's are test-only).
             episodic_life=False,
             life_loss_info=False,
-            reward_clipping=False,  # The learner clips (`impala_tf.losses.clip_rewards`).
+            reward_clipping=False,  # The learner clips (`impala_tf.maths.losses.clip_rewards`).
             use_fire_reset=False,
         )
         self.num_actions = int(self.env.single_action_space.n)

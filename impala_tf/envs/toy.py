@@ -17,7 +17,7 @@ Levels (optimal / random expected return):
 Suites (several levels in one run, like DMLab-30; the task index of a level is its position):
 
 - `toy/bandit_scales`: `toy/bandit` and `toy/bandit_x1000`, reward scales three orders of
-  magnitude apart, for multi-task tests of PopArt (`impala_tf.popart`).
+  magnitude apart, for multi-task tests of PopArt (`impala_tf.maths.popart`).
 
 See docs/toy_tasks.md for the rules and the derivation of those returns.
 """

@@ -2,7 +2,7 @@
 
 Hessel, Soyer, Espeholt, Czarnecki, Schmitt, van Hasselt, "Multi-task Deep Reinforcement Learning
 with PopArt", AAAI 2019 (arXiv 1809.04474): the IMPALA agent of Espeholt et al. (2018) with PopArt
-normalisation of each task's values and policy-gradient advantages (`impala_tf.popart`). Its Table 1
+normalisation of each task's values and policy-gradient advantages (`impala_tf.maths.popart`). Its Table 1
 summarises PopArt-IMPALA on three multi-task benchmarks:
 
 - Atari-57: median human-normalised score over the 57 games, rewards clipped to [-1, 1] as in the

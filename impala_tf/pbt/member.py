@@ -13,7 +13,7 @@ between updates the member:
   checkpoint first, so the weights others may copy are those its fitness describes;
 - reads the controller's instruction every second; a new one is applied before the next update:
   copy the other member's checkpoint (weights and RMSProp slots; the frame and update counters stay
-  the member's own) if told to, then set the live hyperparameters (`impala_tf.learner
+  the member's own) if told to, then set the live hyperparameters (`impala_tf.agent.learner
   .Hyperparameters`: no retrace), print one line and write `pbt/<name>` TensorBoard scalars. After
   a copy the fitness window is emptied and a checkpoint saved, so a restart resumes from the copy.
 

@@ -40,7 +40,7 @@ def policy_gradient_loss_from_log_probs(
     """Sum over time and batch of `-action_log_probs_t * A_t` (the advantages are constants).
 
     With `action_log_probs = log pi(a_t|x_t)` this is `policy_gradient_loss`; the learner passes
-    what its off-policy correction differentiates (`impala_tf.corrections`: `log(pi + 1e-6)` for
+    what its off-policy correction differentiates (`impala_tf.maths.corrections`: `log(pi + 1e-6)` for
     the epsilon-correction of paper section 5.2.2).
 
     Args:

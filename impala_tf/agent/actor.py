@@ -19,7 +19,7 @@ import numpy as np
 import tensorflow as tf
 import tree
 
-from impala_tf import frame_stacks
+from impala_tf.agent import frame_stacks
 from impala_tf.base import structures
 
 
@@ -41,7 +41,7 @@ class InferenceStep:
     "XLA for parts of the graph"). Outputs come back as numpy in one `.numpy()` per leaf.
 
     Args:
-      agent: an `impala_tf.networks.Agent`.
+      agent: an `impala_tf.agent.networks.Agent`.
       jit_compile: compile the network step with XLA.
     """
 
@@ -67,7 +67,7 @@ class InferenceStep:
 
     def _full_step(self, last_action, reward, done, frame, instruction, flat_state):
         if self._use_instruction:
-            from impala_tf import networks
+            from impala_tf.agent import networks
 
             instruction = networks.tokenize_instructions(instruction)
         else:
@@ -113,7 +113,7 @@ class Actor:
     """Generates trajectories from a batch of E environments.
 
     Args:
-      agent: an `impala_tf.networks.Agent` (its weights are set by the caller).
+      agent: an `impala_tf.agent.networks.Agent` (its weights are set by the caller).
       env: a batched environment with `initial() -> StepOutput [E, ...]` and
         `step(actions [E]) -> StepOutput [E, ...]` (`impala_tf.envs.workers.BatchedEnvironment`).
       unroll_length: T, agent steps per trajectory.
@@ -123,7 +123,7 @@ class Actor:
       tasks: E task indices, one per environment (each level's index in its suite, recorded in
         the trajectories for PopArt); None: all 0.
       stack_depth: K > 0: the observations are stacks of K frames and the trajectories carry each
-        frame once, `[T+K, H, W]` (`impala_tf.frame_stacks`; checked at every step); 0: whole
+        frame once, `[T+K, H, W]` (`impala_tf.agent.frame_stacks`; checked at every step); 0: whole
         observations `[T+1, ...]`.
     """
 

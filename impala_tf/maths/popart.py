@@ -26,7 +26,7 @@ bounds [1e-4, 1e6], the PopArt paper's implementation notes as secondary sources
 statistics start at mu = 0, nu = 1 (sigma = 1: the normalised head starts as IMPALA's). The order
 of the statistics step and the gradient step and the precision are our choices, documented in
 docs/popart.md. This module holds pure functions and the `PopArt` module with the statistics;
-the learner (`impala_tf.learner`) uses them.
+the learner (`impala_tf.agent.learner`) uses them.
 """
 
 from __future__ import annotations

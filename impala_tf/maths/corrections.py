@@ -13,7 +13,7 @@ policy-gradient advantages for the target policy pi (`--off_policy_correction`):
 - `one_step` ("1-Step Importance Sampling", "V-trace without traces"): `vs` as `none` (no
   correction when learning V); the advantage of `none` at each step multiplied by that step's
   truncated importance weight `min(rho_pg_bar, pi(a_s|x_s) / mu(a_s|x_s))`.
-- `vtrace`: V-trace (section 4.1), `impala_tf.vtrace.from_logits` itself.
+- `vtrace`: V-trace (section 4.1), `impala_tf.maths.vtrace.from_logits` itself.
 
 Every function has `vtrace.from_logits`'s signature and return structure, so the learner calls
 whichever the configuration names (`from_logits`). The returned `target_action_log_probs` are the
@@ -29,8 +29,8 @@ from collections.abc import Callable
 
 import tensorflow as tf
 
-from impala_tf import vtrace
 from impala_tf.base.configs import OFF_POLICY_CORRECTIONS
+from impala_tf.maths import vtrace
 
 EPSILON = 1e-6  # Section 5.2.2: "epsilon = 1e-6".
 
@@ -119,7 +119,7 @@ def epsilon_correction(
 ) -> CorrectionReturns:
     """`no_correction`'s targets, with `log(pi(a|x) + epsilon)` for the policy gradient.
 
-    The policy-gradient loss is `-sum_{t,b} target_action_log_probs * A` (`impala_tf.losses`);
+    The policy-gradient loss is `-sum_{t,b} target_action_log_probs * A` (`impala_tf.maths.losses`);
     here `target_action_log_probs = log(pi(a_t|x_t) + epsilon)`, so its gradient with respect to
     the logits is `pi_a / (pi_a + epsilon)` times that of `log pi(a_t|x_t)`: it vanishes instead of
     exploding as `pi(a_t|x_t)` goes to 0. The entropy term is unchanged.

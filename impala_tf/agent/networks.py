@@ -391,7 +391,7 @@ class Agent(snt.Module):
           use_lstm: run the LSTM-256 core (else feed-forward, state `()`).
           use_instruction: include the DMLab language embedding.
           num_values: outputs of the baseline head: 1 (IMPALA), or one normalised value per task
-            (PopArt, `impala_tf.popart`), the baseline then being `[..., num_values]`.
+            (PopArt, `impala_tf.maths.popart`), the baseline then being `[..., num_values]`.
           name: module name.
           torso_dtype: the deep torso's compute dtype, `float32` (default) or `bfloat16` (opt-in
             speed option; see `ResNetTorso`).

@@ -204,7 +204,7 @@ def encoded_specs(specs: structures.Trajectory, stack_depth: int) -> structures.
 
 def encode_numpy(trajectory: structures.Trajectory, stack_depth: int) -> structures.Trajectory:
     """One whole-stack trajectory `[T+1, ...]` encoded, after checking the rule (for tests and
-    tools; actors encode step by step, `impala_tf.actor.Actor`)."""
+    tools; actors encode step by step, `impala_tf.agent.actor.Actor`)."""
     env_outputs = trajectory.env_outputs
     stacks = np.asarray(env_outputs.observation.frame)
     done = np.asarray(env_outputs.done)

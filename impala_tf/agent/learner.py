@@ -14,7 +14,7 @@ Table 1 footnote:
    read from the frame counter before the step (a population-based-training member: its evolved
    learning rate as is, appendix F); then frames += B x T x action repeats.
 
-With `--popart` (beyond the IMPALA paper: Hessel et al. 2019, `impala_tf.popart`, docs/popart.md)
+With `--popart` (beyond the IMPALA paper: Hessel et al. 2019, `impala_tf.maths.popart`, docs/popart.md)
 the agent has one normalised value per task, V-trace runs on the unnormalised values, the value loss
 on normalised targets, the advantage is divided by the task's sigma (`popart_loss`); after the
 optimiser step the per-task statistics take a step on the batch's targets (all-reduced over
@@ -34,10 +34,10 @@ from typing import Any, NamedTuple
 
 import tensorflow as tf
 
-from impala_tf import corrections, losses, optimizers, vtrace
-from impala_tf import popart as popart_lib
 from impala_tf.base import structures
 from impala_tf.base.configs import LearnerConfig
+from impala_tf.maths import corrections, losses, optimizers, vtrace
+from impala_tf.maths import popart as popart_lib
 
 
 class AlignedBatch(NamedTuple):
@@ -105,10 +105,10 @@ def compute_loss(
     """The IMPALA loss on one time-major batch (with `popart_statistics`: the PopArt loss).
 
     Args:
-      agent: an `impala_tf.networks.Agent`.
+      agent: an `impala_tf.agent.networks.Agent`.
       batch: time-major `Trajectory`, env/agent outputs `[T+1, B, ...]`, agent_state `[B, ...]`.
       config: loss coefficients, discount, reward clipping, off-policy correction (V-trace or one
-        of the variants of section 5.2.2, `impala_tf.corrections`) and its thresholds.
+        of the variants of section 5.2.2, `impala_tf.maths.corrections`) and its thresholds.
       popart_statistics: PopArt's per-task statistics (`popart_loss`), or None for IMPALA's loss.
 
     Returns:
@@ -198,7 +198,7 @@ def _loss_terms(
     mean_vs: tf.Tensor,
 ) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
     """The three loss terms, their sum and the logs, from the targets and advantages."""
-    # -sum log pi(a|x) * A; for the epsilon-correction log(pi(a|x) + 1e-6) (impala_tf.corrections).
+    # -sum log pi(a|x) * A; for the epsilon-correction log(pi(a|x) + 1e-6) (impala_tf.maths.corrections).
     pg_loss = losses.policy_gradient_loss_from_log_probs(
         returns.target_action_log_probs, returns.pg_advantages
     )
@@ -350,7 +350,7 @@ class Learner(tf.Module):
         self.num_skipped_updates = tf.Variable(
             0, dtype=tf.int64, trainable=False, name="num_skipped_updates"
         )
-        # PopArt (`impala_tf.popart`): per-task statistics, tracked (checkpointed, broadcast).
+        # PopArt (`impala_tf.maths.popart`): per-task statistics, tracked (checkpointed, broadcast).
         self.popart = (
             popart_lib.PopArt(
                 getattr(agent, "num_values", 1),

@@ -5,7 +5,7 @@
 `--replay_proportion` of every batch (50 % in the paper) with trajectories sampled uniformly from
 it; the rest of the batch is fresh from the actors. Replayed trajectories keep everything the
 actor recorded, in particular its behaviour-policy logits and the initial LSTM state, so the
-off-policy corrections (`impala_tf.corrections`) see how far the learner's policy has moved since.
+off-policy corrections (`impala_tf.maths.corrections`) see how far the learner's policy has moved since.
 
 Choices the paper does not state (docs/table2.md): each fresh batch enters the buffer before the
 replayed part is sampled (so a just-added trajectory can be drawn, which keeps the batch full from
