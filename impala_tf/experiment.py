@@ -22,8 +22,8 @@ from typing import Any
 
 from absl import app, flags
 
-from impala_tf import rundir
 from impala_tf.base import configs, hints, quiet
+from impala_tf.run import rundir
 
 FLAGS = flags.FLAGS
 FROM_PRESET = " (default: from the preset)"
@@ -137,8 +137,9 @@ def resolve_config() -> configs.Resolved:
 
 def describe(resolved: configs.Resolved) -> str:
     """Each resolved value and its source, the network's variables, `Trainable parameters: N`."""
-    from impala_tf import builders, envs
+    from impala_tf import envs
     from impala_tf.agent import networks
+    from impala_tf.run import builders
 
     config = resolved.config
     how = {"flag": "--preset", "level": "chosen from the level", "default": "no --level_name"}
@@ -186,8 +187,8 @@ def main(argv: list[str]) -> int:
 
 def pbt(resolved: configs.Resolved) -> int:
     """`--mode=pbt`: a population of training runs in `--logdir` and its controller
-    (`impala_tf.pbt.supervisor`; paper appendix F)."""
-    from impala_tf.pbt import controller, supervisor
+    (`impala_tf.studies.pbt.supervisor`; paper appendix F)."""
+    from impala_tf.studies.pbt import controller, supervisor
 
     config = resolved.config
     problem = None
@@ -220,7 +221,7 @@ def pbt(resolved: configs.Resolved) -> int:
 
 def test(config: configs.Config) -> int:
     """Evaluates a checkpoint per level (the release's `--mode=test`)."""
-    from impala_tf import evaluation
+    from impala_tf.run import evaluation
 
     explicit = FLAGS["preset"].present or any(
         FLAGS[name].present for name, s in CONFIG_FLAGS.items() if s.section == "env"
@@ -255,7 +256,7 @@ def test(config: configs.Config) -> int:
 
 def _cluster_and_role() -> tuple[Any, str, int]:
     """The cluster, this process's job and task, from flags or a ClusterSpec/TF_CONFIG JSON."""
-    from impala_tf import cluster as cluster_lib
+    from impala_tf.run import cluster as cluster_lib
 
     text = FLAGS.cluster_spec or ("" if FLAGS.learner_hosts else os.environ.get("TF_CONFIG", ""))
     if text:
@@ -302,7 +303,7 @@ def check_memory(config: configs.Config, local: bool) -> None:
     """
     import psutil
 
-    from impala_tf import builders
+    from impala_tf.run import builders
 
     estimate = builders.memory_estimate(config)
     needed = estimate["learner"] * (config.runtime.num_learners if local else 1)
@@ -349,8 +350,8 @@ def train(config: configs.Config) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
 
-    from impala_tf import bookkeeping, launcher, runtime, transport
-    from impala_tf.pbt import member as pbt_member
+    from impala_tf.run import bookkeeping, launcher, runtime, transport
+    from impala_tf.studies.pbt import member as pbt_member
 
     try:
         if FLAGS.job_name == "actor" or FLAGS.task < 0:
@@ -376,7 +377,7 @@ def train(config: configs.Config) -> int:
             print(
                 f"[launcher] resuming the run in {hints.display_path(logdir)}{changed}", flush=True
             )
-        # The launcher may run this command again to isolate the network (impala_tf.isolation,
+        # The launcher may run this command again to isolate the network (impala_tf.run.isolation,
         # from sys.orig_argv): the run directory chosen here, and its announcement, stay the same.
         os.environ[RUN_DIR_ENV] = logdir
         try:

@@ -5,7 +5,7 @@ The environments subclass `impala_tf.envs.base.Environment` (the interface of th
 `environments.PyProcessDmLab`) and are built in child processes by `impala_tf.envs.workers`, so they
 live in an importable module, not in a test file. The process helpers (start a command in a session
 of its own, wait, check that nothing is left behind, SIGKILL a tree) are the one copy every test file
-that starts processes uses; the library's own stopping is `impala_tf.supervision`.
+that starts processes uses; the library's own stopping is `impala_tf.run.supervision`.
 """
 
 from __future__ import annotations

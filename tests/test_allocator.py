@@ -1,4 +1,4 @@
-"""Tests of `impala_tf.allocator`: freed blocks are reused instead of faulted back in.
+"""Tests of `impala_tf.run.allocator`: freed blocks are reused instead of faulted back in.
 
 Each case runs in a fresh interpreter, since malloc's settings are process-wide. The measure is
 the number of minor page faults (`getrusage`), not time.
@@ -13,14 +13,14 @@ import sys
 
 import pytest
 
-from impala_tf import allocator
+from impala_tf.run import allocator
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 _FAULTS = """
 import json, os, resource, sys
 import numpy as np
-from impala_tf import allocator
+from impala_tf.run import allocator
 applied = allocator.keep_freed_memory(int(sys.argv[1]))
 def step():  # Three 4 MB temporaries at a time, as numpy expressions and TF ops make them.
     blocks = [np.ones(4 << 20, np.uint8) for _ in range(3)]  # Touches every page.

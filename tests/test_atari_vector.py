@@ -16,11 +16,12 @@ import psutil
 import pytest
 import tree
 
-from impala_tf import builders, envs
+from impala_tf import envs
 from impala_tf.base import configs, structures
 from impala_tf.base.configs import EnvConfig
 from impala_tf.envs import atari, atari_vector
 from impala_tf.envs.base import StepStream
+from impala_tf.run import builders
 
 pytest.importorskip("ale_py.vector_env")
 pytestmark = pytest.mark.atari
@@ -308,8 +309,8 @@ def test_run_actor_feeds_its_learner_from_the_native_backend():
     pytest.importorskip("tensorflow")
     import threading
 
-    from impala_tf import cluster as cluster_lib
-    from impala_tf import runtime, transport
+    from impala_tf.run import cluster as cluster_lib
+    from impala_tf.run import runtime, transport
 
     config = envs.complete_config(
         configs.build(

@@ -19,9 +19,9 @@ import sys
 import psutil
 import pytest
 
-from impala_tf import bookkeeping
 from impala_tf.benchmark import checkouts, common, end_to_end, main, report, stages
 from impala_tf.reports import throughput
+from impala_tf.run import bookkeeping
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

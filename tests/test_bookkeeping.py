@@ -10,9 +10,9 @@ import pytest
 import tensorflow as tf
 
 import dmlab30
-from impala_tf import bookkeeping
 from impala_tf.base.structures import EpisodeRecord
 from impala_tf.paper import atari57
+from impala_tf.run import bookkeeping
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -161,7 +161,7 @@ def test_summaries_write_the_atari57_median_only_when_every_game_has_episodes(tm
 
 
 def test_a_failed_checkpoint_keeps_the_previous_one(tmp_path, capsys, monkeypatch):
-    from impala_tf import checkpoints
+    from impala_tf.run import checkpoints
 
     variable = tf.Variable(1.0)
     checkpoint = tf.train.Checkpoint(v=variable)
@@ -262,5 +262,5 @@ def test_scalars_read_back_without_tensorflow_as_tensorboard_reads_them(tmp_path
     with open(path, "rb+") as f:
         f.truncate(os.path.getsize(path) - 5)
     assert bookkeeping.read_scalars(str(tmp_path))["total_loss"] == [(160, 2.5)]
-    code = "import sys, impala_tf.bookkeeping; sys.exit('tensorflow' in sys.modules)"
+    code = "import sys, impala_tf.run.bookkeeping; sys.exit('tensorflow' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], cwd=REPO, timeout=60).returncode == 0

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from impala_tf import checkpoints
+from impala_tf.run import checkpoints
 
 
 def _saved(tmp_path, values):

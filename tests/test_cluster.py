@@ -1,4 +1,4 @@
-"""Tests of `impala_tf.cluster` (addresses and roles) and `impala_tf.recipes` (cluster recipes).
+"""Tests of `impala_tf.run.cluster` (addresses and roles) and `impala_tf.studies.recipes` (cluster recipes).
 
 - Cluster parsing: flags, ClusterSpec / TF_CONFIG JSON, validation, loopback clusters.
 - `python -m impala_tf.cluster render`: one-line errors with status 2, no TensorFlow import.
@@ -28,8 +28,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
-from impala_tf import cluster as cluster_lib  # noqa: E402
-from impala_tf import recipes  # noqa: E402
+from impala_tf.run import cluster as cluster_lib  # noqa: E402
+from impala_tf.studies import recipes  # noqa: E402
 
 TRAINING_FLAGS = ["--preset=dmlab30", "--logdir=/shared/run one"]
 

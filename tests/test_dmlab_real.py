@@ -241,7 +241,7 @@ def test_a_missing_map_ends_the_engine_process_with_its_own_words():
 def test_a_run_on_a_level_without_its_map_ends_with_the_engines_words_on_the_console(tmp_path):
     """The whole command, as a user runs it: the launcher restarts the failing actor a bounded
     number of times, then stops the run and prints the engine's `Didn't find map ...`."""
-    from impala_tf import launcher
+    from impala_tf.run import launcher
 
     process = start_in_session(
         [

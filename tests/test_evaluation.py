@@ -1,4 +1,4 @@
-"""Tests of `impala_tf.evaluation`: `--mode=test` per-level evaluation (the release's `test`).
+"""Tests of `impala_tf.run.evaluation`: `--mode=test` per-level evaluation (the release's `test`).
 
 Runtime: about 35 s on 2 CPU cores (TensorFlow import, a few agent traces, worker processes for
 toy tasks and one Atari game with a 40-frame cap).
@@ -17,12 +17,13 @@ import pytest
 import tensorflow as tf
 
 import dmlab30
-from impala_tf import envs, evaluation, videos
+from impala_tf import envs
 from impala_tf.base import configs, scores, structures
 from impala_tf.envs import toy
 from impala_tf.envs.base import StepStream
 from impala_tf.paper import atari57
 from impala_tf.reports import common
+from impala_tf.run import evaluation, videos
 
 
 def _children() -> set[int]:
@@ -47,7 +48,7 @@ def _toy_config(level: str, use_lstm: bool = True) -> configs.Config:
 
 
 def _save_run(logdir: str, config: configs.Config, agent=None) -> str:
-    """Writes a logdir as the learner does (`impala_tf.runtime.run_learner`): a `CheckpointManager`
+    """Writes a logdir as the learner does (`impala_tf.run.runtime.run_learner`): a `CheckpointManager`
     over `Checkpoint(agent=..., learner=...)` in `<logdir>/checkpoints`, and `<logdir>/config.json`."""
     if agent is None:
         agent = evaluation.build_agent(config)

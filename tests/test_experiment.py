@@ -254,8 +254,9 @@ def test_test_mode_on_an_atari_checkpoint_then_the_atari_report(tmp_path):
     """A checkpoint evaluated through the CLI produces a results file that the report renders."""
     import tensorflow as tf
 
-    from impala_tf import builders, envs
+    from impala_tf import envs
     from impala_tf.base import configs
+    from impala_tf.run import builders
 
     logdir = tmp_path / "run"
     config = configs.from_preset(
@@ -333,8 +334,9 @@ def test_a_run_that_cannot_fit_in_memory_is_refused_before_it_starts(tmp_path, f
 
 
 def test_memory_estimate_counts_the_batch_and_the_processes():
-    from impala_tf import builders, envs
+    from impala_tf import envs
     from impala_tf.base import configs
+    from impala_tf.run import builders
 
     config = envs.complete_config(configs.from_preset("atari", {"learner": {"batch_size": 10}}))
     estimate = builders.memory_estimate(config)

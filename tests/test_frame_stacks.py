@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from impala_tf import builders, envs
+from impala_tf import envs
 from impala_tf.agent import frame_stacks
 from impala_tf.base import configs, structures
 from impala_tf.envs import atari_vector
+from impala_tf.run import builders
 
 K = 4
 
@@ -163,9 +164,9 @@ class _Recording:
 @pytest.mark.parametrize("backend", ["native", "python"])
 def test_the_actor_sends_breakout_frames_once_and_the_learner_sees_its_observations(backend):
     pytest.importorskip("ale_py.vector_env")
-    from impala_tf import runtime
     from impala_tf.agent import actor as actor_lib
     from impala_tf.agent import networks
+    from impala_tf.run import runtime
 
     tf.random.set_seed(0)
     config = configs.EnvConfig(level_name="atari/breakout", atari_backend=backend)
@@ -191,8 +192,8 @@ def test_the_actor_sends_breakout_frames_once_and_the_learner_sees_its_observati
 
 
 def test_replay_keeps_encoded_trajectories_and_the_update_sees_whole_stacks():
-    from impala_tf import runtime
     from impala_tf.agent import replay
+    from impala_tf.run import runtime
 
     stacks, dones = _stacks_from_rule(41, 4, 0.2, seed=11)
     trajectories = [

@@ -16,20 +16,28 @@ A cycle is a strongly connected component of more than one module (or a module i
 Cycles in files this change did not own are listed in `KNOWN_CYCLES` with a comment; any other cycle
 fails, and so does a known cycle that no longer exists (drop it from the list).
 
-Layering these tests pin (no cycle is possible across them):
+Floors (`FLOORS`, bottom up; a folder imports only folders on its own floor or below,
+`test_every_import_stays_on_its_floor_or_goes_down`):
 
-    dmlab30 (levels, scoring, paper_results), impala_tf.paper.atari57   data, standard library only
-      <- impala_tf.base.scores                                        suite scoring
-      <- impala_tf.evaluation, impala_tf.bookkeeping, impala_tf.reports.*   library and reports
+    7  impala_tf.experiment                       the program (`python -m impala_tf.experiment`)
+    6  impala_tf.reports, impala_tf.benchmark     the paper's tables from results; throughput
+    5  impala_tf.studies                          studies of many runs: pbt/, sweep, recipes
+    4  impala_tf.run                              one run's processes: builders, runtime, wire, files
+    3  impala_tf.agent                            networks, actor, learner, replay, frame stacks
+    2  impala_tf.maths, impala_tf.envs            V-trace, corrections, losses; the environments
+    1  impala_tf.base                             configs, structures, scores, hints, quiet
+    0  dmlab30, impala_tf.paper, impala_tf.testing   data (standard library only); test doubles
 
 `dmlab30` is a leaf: none of its files imports anything of `impala_tf`, not even under
-`if __name__ == "__main__":` (`test_dmlab30_is_a_leaf`).
+`if __name__ == "__main__":` (`test_dmlab30_is_a_leaf`); `impala_tf.paper` imports only itself and
+`dmlab30` (`test_layering_of_scores_data_and_reports`), and `impala_tf.base.scores` only the data.
 
 Rooms: the same graph between folders (a subpackage of `impala_tf`, a module of its root, `dmlab30`);
-`pkg/__main__.py` entry points stand above them all. No two rooms import each other, however
-indirectly (`test_no_import_cycles_between_rooms`).
-Child processes are stopped (SIGKILL, `os.killpg`, `.kill()`, `preexec_fn`) only in
-`impala_tf.supervision` (`test_child_processes_are_stopped_in_one_module`).
+entry points stand above them all: `pkg/__main__.py` and the thin shims of `ENTRY_POINT_SHIMS`,
+which keep a moved command's name (`python -m impala_tf.sweep`). No two rooms import each other,
+however indirectly (`test_no_import_cycles_between_rooms`). Child processes are stopped (SIGKILL,
+`os.killpg`, `.kill()`, `preexec_fn`) only in `impala_tf.run.supervision`
+(`test_child_processes_are_stopped_in_one_module`).
 
 Runtime: a few seconds to parse; importing every module loads TensorFlow once.
 """
@@ -202,8 +210,8 @@ def _describe(graph: dict[str, set[str]], component: frozenset[str]) -> str:
 def test_graph_reads_the_imports_we_rely_on():
     # Guards the parser itself: a graph that sees nothing has no cycles either.
     graph = import_graph()
-    assert "impala_tf.base.scores" in graph["impala_tf.evaluation"]
-    assert "impala_tf.base.scores" in graph["impala_tf.bookkeeping"]  # A function-level import.
+    assert "impala_tf.base.scores" in graph["impala_tf.run.evaluation"]
+    assert "impala_tf.base.scores" in graph["impala_tf.run.bookkeeping"]  # A function-level import.
     assert {"impala_tf.reports.common", "impala_tf.base.scores"} <= graph[
         "impala_tf.reports.dmlab30"
     ]
@@ -276,12 +284,22 @@ def test_dmlab30_is_a_leaf():
             assert not [n for n in names if n.split(".")[0] == "impala_tf"], (module, names)
 
 
+# Commands whose code moved into a floor: each keeps its name through a few lines (a docstring
+# naming where the code lives, a `__main__` block). Like `__main__.py`, they stand above the floors.
+ENTRY_POINT_SHIMS = {
+    "impala_tf.sweep": "impala_tf/studies/sweep.py",
+    "impala_tf.cluster": "impala_tf/run/cluster.py",
+}
+
+
 def room(module: str) -> str | None:
-    """The folder-level place a module belongs to: a subpackage of `impala_tf` (`impala_tf.pbt`), a
-    module in the package root (`impala_tf.sweep`), or the `dmlab30` package; None for entry points
-    (`__main__` modules, which may import anything) and for the `impala_tf` package itself."""
+    """The folder-level place a module belongs to: a subpackage of `impala_tf` (`impala_tf.run` for
+    `impala_tf.run.runtime`, `impala_tf.studies` for `impala_tf.studies.pbt.member`), a module in
+    the package root (`impala_tf.experiment`), or the `dmlab30` package; None for entry points
+    (`__main__` modules and `ENTRY_POINT_SHIMS`, which may import anything) and for the `impala_tf`
+    package itself."""
     parts = module.split(".")
-    if parts[-1] == "__main__" or module == "impala_tf":
+    if parts[-1] == "__main__" or module == "impala_tf" or module in ENTRY_POINT_SHIMS:
         return None
     if parts[0] == "dmlab30":
         return "dmlab30"
@@ -308,8 +326,8 @@ def test_no_import_cycles_between_rooms():
     """No two folders (or root modules) import each other, however indirectly: what a folder imports
     sits below it. An entry point (`python -m pkg` runs `pkg/__main__.py`) stands above them all."""
     graph = room_graph(import_graph())
-    assert {"impala_tf.cluster", "impala_tf.recipes", "dmlab30"} <= set(graph)
-    assert "impala_tf.cluster" in graph["impala_tf.recipes"]
+    assert {"impala_tf.run", "impala_tf.studies", "dmlab30"} <= set(graph)
+    assert "impala_tf.run" in graph["impala_tf.studies"]  # recipes -> run.cluster, among others.
     found = cycles(graph)
     unknown = [c for c in found if c not in KNOWN_ROOM_CYCLES]
     assert not unknown, "room cycles:\n" + "\n".join(_describe(graph, c) for c in unknown)
@@ -317,7 +335,65 @@ def test_no_import_cycles_between_rooms():
     assert not stale, f"no longer cycles, drop them from KNOWN_ROOM_CYCLES: {stale}"
 
 
-# Modules that stop processes of their own kind, outside `impala_tf.supervision`.
+# Floors, bottom up (see the module docstring): a room imports rooms of its own floor or below.
+FLOORS: dict[str, int] = {
+    "dmlab30": 0,
+    "impala_tf.paper": 0,
+    "impala_tf.testing": 0,
+    "impala_tf.base": 1,
+    "impala_tf.maths": 2,
+    "impala_tf.envs": 2,
+    "impala_tf.agent": 3,
+    "impala_tf.run": 4,
+    "impala_tf.studies": 5,
+    "impala_tf.reports": 6,
+    "impala_tf.benchmark": 6,
+    "impala_tf.experiment": 7,
+}
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """`module -> target` for every import that runs up to a higher floor."""
+    return sorted(
+        f"{module} -> {target}"
+        for module, targets in graph.items()
+        if room(module) is not None
+        for target in targets
+        if room(target) is not None and FLOORS[room(target)] > FLOORS[room(module)]
+    )
+
+
+def test_every_import_stays_on_its_floor_or_goes_down():
+    """Every folder has a floor, and what a module imports sits on its floor or below: the maths
+    never import the agent, one run's processes never import the studies of many runs."""
+    graph = import_graph()
+    rooms = {room(module) for module in graph} - {None}
+    assert rooms == set(FLOORS), (
+        f"give each folder a floor in FLOORS: {sorted(rooms ^ set(FLOORS))}"
+    )
+    assert upward_imports({"impala_tf.run.x": {"impala_tf.studies.y", "impala_tf.base.z"}}) == [
+        "impala_tf.run.x -> impala_tf.studies.y"
+    ]
+    assert not upward_imports(graph), "imports running up a floor:\n" + "\n".join(
+        upward_imports(graph)
+    )
+
+
+def test_entry_point_shims_are_thin():
+    """A shim keeps a moved command's name: a docstring naming where the code lives, the standard
+    library, and the one module it runs."""
+    for module, code in ENTRY_POINT_SHIMS.items():
+        path = MODULES[module]
+        with open(path, encoding="utf-8") as f:
+            source = f.read()
+        tree = ast.parse(source, filename=path)
+        assert code in (ast.get_docstring(tree) or ""), (module, code)
+        assert len(source.splitlines()) <= 15, module
+        runs = code[: -len(".py")].replace("/", ".")
+        assert _imports_of(module, path) <= {runs, *_ancestors(runs)}, module
+
+
+# Modules that stop processes of their own kind, outside `impala_tf.run.supervision`.
 OWN_PROCESS_STOPPING = {
     "impala_tf.envs.workers": "environment workers are multiprocessing children behind a pipe "
     "protocol (a close command first); they are not commands",
@@ -343,19 +419,19 @@ def _process_stopping(tree: ast.AST) -> list[str]:
 
 
 def test_child_processes_are_stopped_in_one_module():
-    """Only `impala_tf.supervision` SIGKILLs, kills process groups and installs the die-with-parent
+    """Only `impala_tf.run.supervision` SIGKILLs, kills process groups and installs the die-with-parent
     hook: the launcher, PBT, the sweep and the benchmark stop their children through it."""
     found = _process_stopping(ast.parse("os.killpg(p, signal.SIGKILL); p.kill()"))
     assert sorted(found) == [".kill()", "SIGKILL", "killpg"]
     offenders = {}
     for module, path in MODULES.items():
-        if module == "impala_tf.supervision" or module in OWN_PROCESS_STOPPING:
+        if module == "impala_tf.run.supervision" or module in OWN_PROCESS_STOPPING:
             continue
         with open(path, encoding="utf-8") as f:
             found = _process_stopping(ast.parse(f.read(), filename=path))
         if found:
             offenders[module] = found
-    assert not offenders, f"stop children with impala_tf.supervision: {offenders}"
+    assert not offenders, f"stop children with impala_tf.run.supervision: {offenders}"
 
 
 def test_the_public_api_keeps_its_short_names():

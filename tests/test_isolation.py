@@ -1,4 +1,4 @@
-"""One-machine runs keep their TensorFlow servers off the network (`impala_tf.isolation`).
+"""One-machine runs keep their TensorFlow servers off the network (`impala_tf.run.isolation`).
 
 TensorFlow's servers bind every interface and have no authentication (TensorFlow's SECURITY.md,
 "Running a TensorFlow server"), so the launcher moves a one-machine run into a private network
@@ -40,7 +40,7 @@ from env_fixtures import (
     wait_for,
 )
 
-from impala_tf import isolation, launcher
+from impala_tf.run import isolation, launcher
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LINUX = sys.platform.startswith("linux")
@@ -76,7 +76,7 @@ server.join()
 # Isolates itself and reports what it sees.
 SELF_CHECK = """
 import json, os, socket
-from impala_tf import isolation
+from impala_tf.run import isolation
 def ns(kind):
     return os.stat(f"/proc/self/ns/{kind}").st_ino
 before = {"net": ns("net"), "user": ns("user"), "uid": os.getuid(), "gid": os.getgid()}
@@ -99,7 +99,7 @@ REEXEC_CHECK = """
 import importlib.machinery, json, os, socket, sys, threading, time
 sys.modules["__main__"].__spec__ = importlib.machinery.ModuleSpec("impala_tf.experiment", None)
 threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
-from impala_tf import isolation
+from impala_tf.run import isolation
 print(json.dumps({"pid": os.getpid(), "threads": len(os.listdir("/proc/self/task"))}), flush=True)
 result = isolation.isolate_network()
 print(json.dumps({

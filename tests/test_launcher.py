@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from impala_tf import launcher, rundir
+from impala_tf.run import launcher, rundir
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -25,7 +25,7 @@ STAND_IN = textwrap.dedent(
     #!{python}
     import json, os, sys, time
     sys.path.insert(0, {repo!r})
-    from impala_tf import launcher, rundir
+    from impala_tf.run import launcher, rundir
     launcher.install_stack_dump()
     args = dict(a[2:].split("=", 1) for a in sys.argv if a.startswith("--") and "=" in a)
     role, task = args["job_name"], int(args["task"])

@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from impala_tf import bookkeeping
 from impala_tf.base.structures import EpisodeRecord
 from impala_tf.benchmark import learning
+from impala_tf.run import bookkeeping
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -2,7 +2,7 @@
 
 import math
 
-from impala_tf.pbt import ancestry, protocol
+from impala_tf.studies.pbt import ancestry, protocol
 
 
 def step(member, number, frames, other, copy, checkpoint_frames=None, lr=1e-3):

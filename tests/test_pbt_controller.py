@@ -6,7 +6,7 @@ import os
 import pytest
 
 from impala_tf.base import configs
-from impala_tf.pbt import ancestry, controller, protocol, rules
+from impala_tf.studies.pbt import ancestry, controller, protocol, rules
 
 EVOLVED = ("entropy_cost", "learning_rate", "epsilon")
 

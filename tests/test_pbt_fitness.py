@@ -4,7 +4,7 @@ import pytest
 
 from dmlab30 import levels
 from impala_tf.paper import atari57
-from impala_tf.pbt import fitness
+from impala_tf.studies.pbt import fitness
 
 
 def test_kind_from_the_level():

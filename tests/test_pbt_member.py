@@ -8,11 +8,12 @@ import numpy as np
 import tensorflow as tf
 import tree
 
-from impala_tf import builders, checkpoints, envs, rundir
+from impala_tf import envs
 from impala_tf.agent import learner as learner_lib
 from impala_tf.base import configs, structures
-from impala_tf.pbt import member as pbt_member
-from impala_tf.pbt import protocol
+from impala_tf.run import builders, checkpoints, rundir
+from impala_tf.studies.pbt import member as pbt_member
+from impala_tf.studies.pbt import protocol
 
 
 def member_config(index, **pbt):

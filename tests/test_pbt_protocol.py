@@ -3,7 +3,7 @@
 import json
 import os
 
-from impala_tf.pbt import protocol
+from impala_tf.studies.pbt import protocol
 
 
 def test_instruction_and_status_round_trip(tmp_path):

@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from impala_tf.pbt import rules
+from impala_tf.studies.pbt import rules
 
 NAMES = ("entropy_cost", "learning_rate", "epsilon")
 

@@ -16,7 +16,7 @@ import psutil
 import pytest
 from env_fixtures import assert_no_leftovers, kill_tree, read_text, repo_env
 
-from impala_tf.pbt import ancestry, controller, protocol, supervisor
+from impala_tf.studies.pbt import ancestry, controller, protocol, supervisor
 
 pytestmark = pytest.mark.integration
 

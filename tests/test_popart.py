@@ -9,7 +9,6 @@ import tensorflow as tf
 import tree
 from env_fixtures import InProcessBatch, run_tf_script
 
-from impala_tf import runtime
 from impala_tf.agent import actor as actor_lib
 from impala_tf.agent import learner as learner_lib
 from impala_tf.agent import networks
@@ -17,6 +16,7 @@ from impala_tf.base import structures
 from impala_tf.base.configs import LearnerConfig
 from impala_tf.envs import toy
 from impala_tf.maths import popart
+from impala_tf.run import runtime
 
 
 def _numpy_statistics(stream, num_tasks, beta, sigma_min, sigma_max, rule="rollout"):

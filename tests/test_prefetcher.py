@@ -1,4 +1,4 @@
-"""Tests of `impala_tf.runtime.Prefetcher`, the learner's prefetch thread (one batch ahead of the
+"""Tests of `impala_tf.run.runtime.Prefetcher`, the learner's prefetch thread (one batch ahead of the
 update, paper section 3: the learner dequeues batches of trajectories while it trains).
 
 It hands over each batch with its tensors (or the batch alone when experience replay converts the
@@ -12,8 +12,8 @@ import time
 import numpy as np
 import pytest
 
-from impala_tf import runtime, transport
 from impala_tf.base import structures
+from impala_tf.run import runtime, transport
 
 SPECS = {"reward": structures.ArraySpec((3,), np.float32)}
 

@@ -13,10 +13,10 @@ import pytest
 import tensorflow as tf
 import tree
 
-from impala_tf import runtime
 from impala_tf.agent import learner as learner_lib
 from impala_tf.agent import networks, replay
 from impala_tf.base import configs, structures
+from impala_tf.run import runtime
 
 
 def _trajectories(ids, unroll_length=3, num_actions=3, state_size=2):
@@ -211,7 +211,8 @@ def test_only_fresh_frames_are_counted_and_an_empty_buffer_after_resume_works():
 
 def test_memory_estimate_counts_the_replay_buffer():
     """The learner's estimate holds the buffer's uint8 frames: capacity x (T + 1) x frame bytes."""
-    from impala_tf import builders, envs
+    from impala_tf import envs
+    from impala_tf.run import builders
 
     def learner_bytes(**learner):
         config = configs.from_preset("toy", {"learner": {"unroll_length": 100, **learner}})

@@ -509,8 +509,8 @@ def test_atari_results_are_matched_with_the_table_4_row_of_their_kind(tmp_path):
 def test_pbt_report_plots_fitness_lineage_and_schedules(tmp_path):
     """A synthetic population of 2: member 1 copies member 0 at its frame 200 (member 0's
     checkpoint at 180); the best lineage runs through member 0 then member 1."""
-    from impala_tf.pbt import ancestry, controller, protocol
     from impala_tf.reports import pbt as pbt_report
+    from impala_tf.studies.pbt import ancestry, controller, protocol
 
     pbt_dir = str(tmp_path / "pbt")
     settings = controller.Settings(2, ("learning_rate",), 0, 10, seed=1)

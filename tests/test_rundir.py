@@ -4,8 +4,8 @@ import os
 
 import pytest
 
-from impala_tf import rundir
 from impala_tf.base import configs
+from impala_tf.run import rundir
 
 
 def _config(logdir, **learner):

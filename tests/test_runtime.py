@@ -22,7 +22,7 @@ from env_fixtures import (
     wait_for,
 )
 
-from impala_tf import launcher
+from impala_tf.run import launcher
 
 pytestmark = pytest.mark.integration
 
@@ -313,7 +313,8 @@ def test_an_environment_that_cannot_load_ends_the_run_with_its_own_error(tmp_pat
     """A DeepMind Lab level whose map is missing fails at every reset: the launcher restarts the
     actor a bounded number of times, then stops the run with the environment's own error text on
     the console and a non-zero status (it used to restart the actor forever)."""
-    from impala_tf import launcher, testing
+    from impala_tf import testing
+    from impala_tf.run import launcher
 
     logdir = tmp_path / "run"
     env = repo_env()
@@ -350,8 +351,8 @@ def test_an_environment_that_cannot_load_ends_the_run_with_its_own_error(tmp_pat
 def test_a_pbt_member_learner_refuses_to_start_without_the_member_hook(tmp_path):
     """One run's processes do not import PBT: the entry point hands the member hook to
     `run_learner`, which refuses a member configuration without it (before anything starts)."""
-    from impala_tf import cluster, runtime
     from impala_tf.base import configs
+    from impala_tf.run import cluster, runtime
 
     config = configs.from_preset("toy", {"pbt": {"pbt_member": 0}})
     config = config.replace("runtime", logdir=str(tmp_path / "run"))

@@ -1,4 +1,4 @@
-"""The rendered `sbatch` script (impala_tf.recipes) run by a real Slurm on this machine.
+"""The rendered `sbatch` script (impala_tf.studies.recipes) run by a real Slurm on this machine.
 
 `scripts/slurm_local.sh` starts munged, slurmctld and two slurmd daemons (nodes "127.0.0.1" and
 "127.0.0.2", loopback only) under a temporary directory; the test submits the script with

@@ -1,4 +1,4 @@
-"""Tests of `impala_tf.supervision`: stopping (SIGTERM, grace, SIGKILL; groups, descendants), dying
+"""Tests of `impala_tf.run.supervision`: stopping (SIGTERM, grace, SIGKILL; groups, descendants), dying
 with the parent, restarts into one log, and stack dumps.
 
 The children are small Python programs (no TensorFlow). Each test has a hard timeout and checks that
@@ -17,7 +17,7 @@ import time
 import pytest
 from env_fixtures import process_alive, wait_for, wait_processes_gone
 
-from impala_tf import supervision
+from impala_tf.run import supervision
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = {**os.environ, "PYTHONPATH": REPO}
@@ -87,7 +87,7 @@ def test_a_child_dies_with_the_process_that_started_it(tmp_path):
     supervisor = _popen(
         f"""
         import time
-        from impala_tf import supervision
+        from impala_tf.run import supervision
         child = supervision.Child("c", ["sleep", "60"], {str(tmp_path / "log")!r})
         child.start()
         open({str(pid_file)!r}, "w").write(str(child.process.pid))
@@ -110,7 +110,7 @@ def test_restarts_append_to_one_log_and_stacks_are_dumped_into_it(tmp_path):
     log = tmp_path / "logs" / "c.log"  # The directory is created.
     code = """
         import time
-        from impala_tf import supervision
+        from impala_tf.run import supervision
         supervision.install_stack_dump()
         print("up", flush=True)
         def waiting_in_a_named_function():

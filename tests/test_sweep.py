@@ -1,4 +1,4 @@
-"""Tests of `impala_tf.sweep` and `impala_tf.reports.table2` (paper section 5.2.2, Tables 2 and D.1).
+"""Tests of `impala_tf.studies.sweep` and `impala_tf.reports.table2` (paper section 5.2.2, Tables 2 and D.1).
 
 The sampling, planning, launching and collecting are tested with a stand-in for the experiment (a
 script that writes an `episodes.csv` whose returns encode its flags), and the report on results
@@ -23,9 +23,10 @@ import numpy as np
 import psutil
 import pytest
 
-from impala_tf import rundir, sweep
 from impala_tf.paper import table2 as paper_table2
 from impala_tf.reports import common, table2
+from impala_tf.run import rundir
+from impala_tf.studies import sweep
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -1,4 +1,4 @@
-"""Tests of `impala_tf.transport`: the learner-hosted queue and parameter store, robustness
+"""Tests of `impala_tf.run.transport`: the learner-hosted queue and parameter store, robustness
 (late/dying actors, unreachable and restarting learners, closing), and several learners. Cluster
 parsing is tested in tests/test_cluster.py.
 
@@ -26,9 +26,9 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
-from impala_tf import cluster as cluster_lib  # noqa: E402
-from impala_tf import transport  # noqa: E402
 from impala_tf.base import structures  # noqa: E402
+from impala_tf.run import cluster as cluster_lib  # noqa: E402
+from impala_tf.run import transport  # noqa: E402
 
 ArraySpec = structures.ArraySpec
 

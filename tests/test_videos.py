@@ -1,4 +1,4 @@
-"""Tests of `impala_tf.videos`: captioned, upscaled, full-colour MP4 and GIF of an evaluation game.
+"""Tests of `impala_tf.run.videos`: captioned, upscaled, full-colour MP4 and GIF of an evaluation game.
 
 Runtime: about 15 s on 2 CPU cores (a few short encodes, one Atari game cut at 200 frames).
 """
@@ -12,10 +12,11 @@ import imageio.v3 as iio
 import numpy as np
 import pytest
 
-from impala_tf import envs, testing, videos
+from impala_tf import envs, testing
 from impala_tf.base import configs
 from impala_tf.envs import atari, toy
 from impala_tf.envs.base import StepStream
+from impala_tf.run import videos
 
 
 def _play(env, actions=None, seed: int = 0) -> videos.Recording:

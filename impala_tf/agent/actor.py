@@ -7,7 +7,7 @@ start. Weights are refreshed by the caller before each unroll (paper: "at the be
 trajectory"). The E environments of one actor run in worker processes and are stepped as a batch;
 their trajectories are independent (one per environment).
 
-This module knows nothing about queues or servers: `impala_tf.runtime` feeds its trajectories to
+This module knows nothing about queues or servers: `impala_tf.run.runtime` feeds its trajectories to
 the learner.
 """
 

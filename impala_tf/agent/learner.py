@@ -259,7 +259,7 @@ class Hyperparameters:
     A plain object, not a `tf.Module`: the variables are not tracked, so they are not part of
     checkpoints (old checkpoints still restore with `assert_existing_objects_matched`, and a resumed
     fixed-configuration run takes its flags' values, as before). A PBT member keeps its values in
-    its run directory instead (`impala_tf.pbt.member`).
+    its run directory instead (`impala_tf.studies.pbt.member`).
     """
 
     NAMES = ("entropy_cost", "learning_rate", "epsilon", "grad_norm_clipping")

@@ -297,7 +297,7 @@ class RuntimeConfig:
         256,
         "glibc malloc: allocations below this many MB (at most 32) come from the heap and up to "
         "4x this much freed memory is kept for reuse instead of being returned to the OS and "
-        "faulted back in (0: glibc's defaults; impala_tf/allocator.py).",
+        "faulted back in (0: glibc's defaults; impala_tf/run/allocator.py).",
         lower=0,
         upper=1 << 20,
     )
@@ -766,7 +766,7 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
 # Population-based training (appendix F; `python -m impala_tf.experiment --mode=pbt`): the suite
 # presets whose members evolve the hyperparameters of Table D.1 (DMLab-30: entropy cost, learning
 # rate, RMSProp epsilon) or Table G.1 (Atari-57: also the gradient-clipping threshold). Their
-# starting values are sampled per member (`impala_tf.pbt.rules`); the rest is the fixed preset's.
+# starting values are sampled per member (`impala_tf.studies.pbt.rules`); the rest is the fixed preset's.
 
 
 def _pbt_preset(base: str, evolved: str) -> dict[str, dict[str, Any]]:

@@ -67,8 +67,8 @@ def stage_costs_main(spec: dict[str, Any]) -> int:
         sys.path.insert(0, testing.fake_deepmind_lab_path())
     import numpy as np
 
-    from impala_tf import builders, runtime
     from impala_tf.agent import actor as actor_lib
+    from impala_tf.run import builders, runtime
 
     config = runs.completed_config(spec["preset"], spec["overrides"])
     runtime._limit_tf_threads(config.runtime.actor_tf_threads)

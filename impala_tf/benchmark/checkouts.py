@@ -33,7 +33,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from impala_tf import supervision
+from impala_tf.run import supervision
 
 PROGRESS = re.compile(r"\[learner 0\] frames ([\d,]+)/")
 

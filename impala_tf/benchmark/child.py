@@ -3,13 +3,13 @@
 Roles (`spec["role"]`):
 
 - `producer`: enqueues synthetic trajectories into a learner's queue (`stages.producer_main`);
-- `actor`: one actor of an end-to-end run, `impala_tf.runtime.run_actor` (`end_to_end.actor_main`);
+- `actor`: one actor of an end-to-end run, `impala_tf.run.runtime.run_actor` (`end_to_end.actor_main`);
 - `end_to_end`: the learner of an end-to-end run in a fresh process (`end_to_end.learner_main`);
 - `matmul_peak`: a large float32 matmul with a given thread count (`peak.matmul_main`);
 - `stage_costs`: the CPU seconds per frame of env stepping and inference (`bound.stage_costs_main`).
 
 `spec["cpus"]` (optional) pins the child, and every process it starts, to those CPUs. Each child
-applies its run's `--malloc_keep_mb` (`impala_tf.allocator`; the runtime's default otherwise).
+applies its run's `--malloc_keep_mb` (`impala_tf.run.allocator`; the runtime's default otherwise).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ def main(spec: dict[str, Any]) -> int:
     # Imported only now, and on purpose inside the function: the affinity set above applies to
     # this thread and the threads and processes it creates later, so it must come before numpy
     # and TensorFlow (which these modules import) start their thread pools.
-    from impala_tf import allocator
     from impala_tf.benchmark import runs
+    from impala_tf.run import allocator
 
     allocator.keep_freed_memory(runs.malloc_keep_mb(spec))  # The run's setting, as its processes.
     role = spec["role"]

@@ -1,7 +1,7 @@
 """(b) End-to-end throughput: a learner fed by actor processes on loopback, with (f) peak memory.
 
 The paper's system (section 3, Figure 1; the process layout of google-deepmind/scalable_agent):
-actors run `impala_tf.runtime.run_actor` in their own processes and send trajectories to the
+actors run `impala_tf.run.runtime.run_actor` in their own processes and send trajectories to the
 learner's queue; the learner dequeues batches, updates and publishes its weights after every
 update. Frames/s are counted at the learner, as in paper Table 1 (section 5.1).
 
@@ -28,11 +28,12 @@ import psutil
 import tensorflow as tf
 import tree
 
-from impala_tf import builders, runtime, testing, transport
-from impala_tf import cluster as cluster_lib
+from impala_tf import testing
 from impala_tf.agent import learner as learner_lib
 from impala_tf.base import configs
 from impala_tf.benchmark import bound, common, process, runs
+from impala_tf.run import builders, runtime, transport
+from impala_tf.run import cluster as cluster_lib
 
 
 def bench_end_to_end(

@@ -28,7 +28,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from impala_tf import bookkeeping, rundir, supervision
+from impala_tf.run import bookkeeping, rundir, supervision
 
 # Named configurations: training flags, default threshold, window. Pong: the paper's Atari
 # settings (Table G.1) with the shallow agent, sized for a 2-core machine.

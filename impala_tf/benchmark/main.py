@@ -14,9 +14,10 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from impala_tf import allocator, benchmark
+from impala_tf import benchmark
 from impala_tf.base import configs
 from impala_tf.benchmark import common, end_to_end, flops, peak, report, stages
+from impala_tf.run import allocator
 
 SECTIONS = ("update", "vtrace", "actor", "transport", "e2e")
 

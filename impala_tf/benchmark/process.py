@@ -1,10 +1,10 @@
 """The benchmark's child processes: starting them, their process trees, pausing, stopping, memory.
 
 The paper's actors and learner are separate processes (on separate machines, paper section 3); the
-benchmark measures them as such: transport producers, actors (`impala_tf.runtime.run_actor`, each
+benchmark measures them as such: transport producers, actors (`impala_tf.run.runtime.run_actor`, each
 with its environment worker processes) and end-to-end learners run in fresh Python processes
 started by `spawn`, whose entry point is `impala_tf.benchmark.child`, and stopped by
-`impala_tf.supervision`. No TensorFlow here.
+`impala_tf.run.supervision`. No TensorFlow here.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from typing import Any
 import psutil
 
 import impala_tf
-from impala_tf import allocator, supervision
-from impala_tf.supervision import process_tree as process_tree
+from impala_tf.run import allocator, supervision
+from impala_tf.run.supervision import process_tree as process_tree
 
 # The directory that holds the `impala_tf` package, put on the children's PYTHONPATH.
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(impala_tf.__file__)))

@@ -20,14 +20,15 @@ import numpy as np
 import tensorflow as tf
 import tree
 
-from impala_tf import builders, envs, transport
-from impala_tf import cluster as cluster_lib
+from impala_tf import envs
 from impala_tf.agent import actor as actor_lib
 from impala_tf.agent import learner as learner_lib
 from impala_tf.agent import networks
 from impala_tf.base import configs
 from impala_tf.benchmark import common, process
 from impala_tf.maths import vtrace
+from impala_tf.run import builders, transport
+from impala_tf.run import cluster as cluster_lib
 
 # --------------------------------------------------------------------------------------------
 # (a) The learner's update on synthetic batches.

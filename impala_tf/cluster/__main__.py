@@ -1,12 +1,13 @@
-"""`python -m impala_tf.cluster render|tf-config ...`: the command line of `impala_tf.recipes`.
+"""`python -m impala_tf.cluster render|tf-config ...`: the command line of `impala_tf.studies.recipes`.
 
-Kept out of `impala_tf/cluster/__init__.py` so that the addresses module never imports `recipes`,
-which imports it (no import cycle). See docs/clusters.md.
+An entry point only: the addresses and roles live in `impala_tf/run/cluster.py`, the Kubernetes and
+Slurm recipes in `impala_tf/studies/recipes.py` (which imports the addresses; no import cycle). See
+docs/clusters.md.
 """
 
 import sys
 
-from impala_tf import recipes
+from impala_tf.studies import recipes
 
 if __name__ == "__main__":
     sys.exit(recipes.main())

@@ -298,7 +298,7 @@ class AtariEnvironment(Environment):
 
     def render_rgb(self) -> np.ndarray:
         """The emulator's current screen in colour, uint8 `[210, 160, 3]`: for videos
-        (`impala_tf.videos`), not for the agent."""
+        (`impala_tf.run.videos`), not for the agent."""
         return self._ale.getScreenRGB()
 
     def close(self) -> None:

@@ -1,7 +1,7 @@
 """Paper-table reproduction scripts and plots (paper Tables 1, 3, 4, B.1, C.1; Figs. 4, 5 style).
 
 Scripts (each a `main` with argparse; Python + matplotlib, TensorFlow only where `curves` and
-`table2` read the episode log through `impala_tf.bookkeeping`):
+`table2` read the episode log through `impala_tf.run.bookkeeping`):
 
 - `python -m impala_tf.reports.dmlab30 RESULTS.json [...]`: Table 3 and Table B.1 next to our evaluation.
 - `python -m impala_tf.reports.atari57 RESULTS.json [...]`: Table 4 and Table C.1.

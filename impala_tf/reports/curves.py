@@ -43,9 +43,9 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from impala_tf import rundir
 from impala_tf.base import scores
-from impala_tf.bookkeeping import read_episodes, read_scalars
+from impala_tf.run import rundir
+from impala_tf.run.bookkeeping import read_episodes, read_scalars
 
 Episode = dict[str, object]
 MAX_POINTS_PER_LEVEL = 5000  # Raw points drawn per panel (evenly subsampled beyond this).
@@ -66,7 +66,7 @@ STYLE = {
 
 
 def load_episodes(logdir: str) -> list[Episode]:
-    """Rows of `<logdir>/episodes.csv` (see `impala_tf.bookkeeping`), in file order.
+    """Rows of `<logdir>/episodes.csv` (see `impala_tf.run.bookkeeping`), in file order.
 
     Raises:
       FileNotFoundError: no episode log in `logdir`.

@@ -4,7 +4,7 @@ Usage::
 
     python -m impala_tf.reports.pbt PBT_DIR [--output_dir DIR]
 
-Reads the population directory of `--mode=pbt` (`impala_tf.pbt.protocol`: the event log and each
+Reads the population directory of `--mode=pbt` (`impala_tf.studies.pbt.protocol`: the event log and each
 member's `pbt/fitness.csv`) and writes PNG files (matplotlib, Agg backend) into DIR (default
 PBT_DIR):
 
@@ -33,7 +33,7 @@ from typing import Any
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from impala_tf.pbt import ancestry, controller, protocol
+from impala_tf.studies.pbt import ancestry, controller, protocol
 
 FITNESS_PNG = "pbt_fitness.png"
 HYPERPARAMETERS_PNG = "pbt_hyperparameters.png"

@@ -27,8 +27,8 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from impala_tf import rundir
 from impala_tf.reports import curves
+from impala_tf.run import rundir
 
 PAGE = "report.html"
 FIGURE_TITLES = {

@@ -31,10 +31,10 @@ import os
 import sys
 from collections.abc import Iterable, Sequence
 
-from impala_tf import sweep
 from impala_tf.paper import table2 as paper_table2
 from impala_tf.reports import common
 from impala_tf.reports.common import Column, Report, Table
+from impala_tf.studies import sweep
 
 TITLE = "Table 2: off-policy corrections, average final return of the best 3 of the sets"
 SEEDS_TITLE = "Seed to seed: each run's final return, per set"
@@ -249,7 +249,7 @@ def seeds_table(results: Sequence[sweep.RunResult]) -> Table:
             )
     table.notes.append(
         "Seed i of set s runs with --seed=s + 1 + "
-        f"{sweep.SEED_STRIDE} (i - 1) (`impala_tf.sweep.run_seed`), the same for every correction; "
+        f"{sweep.SEED_STRIDE} (i - 1) (`impala_tf.studies.sweep.run_seed`), the same for every correction; "
         "a blank is a run not counted."
     )
     return table

@@ -1,7 +1,7 @@
 """Videos of evaluation episodes that people can share: MP4 and GIF, upscaled, captioned.
 
 Not from the paper or the release (the release wrote no videos). `--mode=test --record_video`
-(`impala_tf.evaluation`) records the first game of environment slot 0 as a `Recording`; this module
+(`impala_tf.run.evaluation`) records the first game of environment slot 0 as a `Recording`; this module
 turns it into full-colour frames as the game shows them (Atari: the emulator's RGB screen, not the
 agent's 84x84 grey stack; toy tasks and DeepMind Lab: their RGB frames), upscaled by an integer
 factor (nearest neighbour) to at least `MIN_HEIGHT` pixels, with a caption bar above each frame

@@ -1,8 +1,8 @@
 """Child processes: starting, watching, restarting and stopping them, and dumping their stacks.
 
 The one place where this code base starts and stops the processes of a run or a study: the
-launcher's learners and actors (`impala_tf.launcher`), PBT's members (`impala_tf.pbt.supervisor`),
-the Table 2 sweep's runs (`impala_tf.sweep`) and the benchmark's children (`impala_tf.benchmark`).
+launcher's learners and actors (`impala_tf.run.launcher`), PBT's members (`impala_tf.studies.pbt.supervisor`),
+the Table 2 sweep's runs (`impala_tf.studies.sweep`) and the benchmark's children (`impala_tf.benchmark`).
 The official release starts its processes with `py_process.py`; a run here is several programs, so
 they are operating-system processes with their own logs.
 

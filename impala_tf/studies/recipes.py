@@ -1,7 +1,7 @@
 """Cluster recipes: one run's learners and actors as a Kubernetes manifest or a Slurm batch script.
 
 The paper's system (section 3, Figure 1) is many actors that generate trajectories and feed one or
-more synchronous learners. On one machine `impala_tf.launcher` starts those processes; on a cluster
+more synchronous learners. On one machine `impala_tf.run.launcher` starts those processes; on a cluster
 manager this module renders what starts them, from one `RunSpec` (what
 `python -m impala_tf.cluster render` parses):
 
@@ -59,7 +59,7 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any
 
-from impala_tf import cluster as cluster_lib
+from impala_tf.run import cluster as cluster_lib
 
 TARGETS = ("k8s", "slurm")
 
@@ -706,7 +706,7 @@ def render_slurm(spec: RunSpec) -> str:
 
 
 # ----------------------------------------------------------------------------------------------
-# Command line: `python -m impala_tf.cluster render|tf-config ...` (no TensorFlow import; `impala_tf.cluster`
+# Command line: `python -m impala_tf.cluster render|tf-config ...` (no TensorFlow import; `impala_tf.run.cluster`
 # runs `main` when executed).
 
 

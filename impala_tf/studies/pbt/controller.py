@@ -4,12 +4,12 @@ Paper appendix F: once a member is past its burn-in and has collected 5,000 epis
 its last step, it is compared with a random other member; it copies that member's weights and
 hyperparameters (and, our choice, its RMSProp slots) if the other's fitness is higher by more than
 an absolute 5 %, and in any case each evolved hyperparameter is perturbed with probability 33 % by
-a factor 1.2 or 1/1.2 (`impala_tf.pbt.rules`). A fitness counts only over a full window, the
+a factor 1.2 or 1/1.2 (`impala_tf.studies.pbt.rules`). A fitness counts only over a full window, the
 member's last `ready_episodes` (5,000) episode returns (`window_fitness`): appendix F computes the
 score "after collecting 5,000 episode rewards", so a member whose window is shorter (it copied
 someone a moment ago, or restarted) has no score yet and is not copied.
 
-`Controller.poll` reads every member's status (`impala_tf.pbt.protocol`), decides for each ready
+`Controller.poll` reads every member's status (`impala_tf.studies.pbt.protocol`), decides for each ready
 one, appends the decision to the event log (synced to disk) and only then writes the member's
 instruction. The event log is the controller's whole state: a restarted controller replays it
 (`ancestry.latest_instructions`) and rewrites every member's latest instruction, so a decision is
@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from impala_tf.base import configs
-from impala_tf.pbt import ancestry, protocol, rules
+from impala_tf.studies.pbt import ancestry, protocol, rules
 
 FORMAT_VERSION = 1
 

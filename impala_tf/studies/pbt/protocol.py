@@ -2,7 +2,7 @@
 
     <pbt_dir>/population.json            the population's settings (written at its creation)
     <pbt_dir>/events.jsonl               the controller's event log: every decision, in order; the
-                                         controller's whole state (`impala_tf.pbt.ancestry`)
+                                         controller's whole state (`impala_tf.studies.pbt.ancestry`)
     <pbt_dir>/members/<i>/               member i's run directory, an ordinary `--logdir`
     <pbt_dir>/members/<i>/pbt/instruction.json   controller -> member: the latest step's
                                          hyperparameters, and which checkpoint to copy
@@ -32,7 +32,7 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from impala_tf import rundir
+from impala_tf.run import rundir
 
 POPULATION = "population.json"
 EVENTS = "events.jsonl"
@@ -71,7 +71,7 @@ def absolute(pbt_dir: str, path: str) -> str:
 
 
 def checkpoint_frames(path: str | None) -> int | None:
-    """The frame count in a checkpoint's name (`ckpt-<frames>`: `impala_tf.checkpoints` names them
+    """The frame count in a checkpoint's name (`ckpt-<frames>`: `impala_tf.run.checkpoints` names them
     by the frame count), or None."""
     match = _CHECKPOINT_FRAMES.search(path or "")
     return int(match.group(1)) if match else None

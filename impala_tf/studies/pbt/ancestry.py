@@ -1,6 +1,6 @@
 """The PBT event log's records, and curves reconstructed by back-tracking ancestry (appendix F).
 
-The controller records every decision as an event (`impala_tf.pbt.protocol.append_event`):
+The controller records every decision as an event (`impala_tf.studies.pbt.protocol.append_event`):
 
 - `init`: a member's starting hyperparameters (step 0);
 - `step`: an evolution step of a member at its frame count `frames`: the member `other` it was
@@ -28,7 +28,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from impala_tf.pbt import protocol
+from impala_tf.studies.pbt import protocol
 
 INIT = "init"
 STEP = "step"

@@ -1,14 +1,14 @@
 """The learner side of a population-based-training member (paper appendix F).
 
 A member is an ordinary training run whose configuration says `pbt_member = i` and whose run
-directory is `<pbt_dir>/members/<i>`. Its learner (`impala_tf.runtime.run_learner`) attaches a
+directory is `<pbt_dir>/members/<i>`. Its learner (`impala_tf.run.runtime.run_learner`) attaches a
 `Member` through `attach`, which the entry point (`impala_tf.experiment`) hands to the learner loop;
 between updates the member:
 
-- keeps the fitness window, the last `pbt_ready_episodes` episode returns (`impala_tf.pbt.fitness`),
+- keeps the fitness window, the last `pbt_ready_episodes` episode returns (`impala_tf.studies.pbt.fitness`),
   and counts the episodes since its last evolution step;
 - writes its status (frames, fitness, episodes since its step, newest checkpoint) every second, and
-  a fitness-history row every `summary_seconds` (`impala_tf.pbt.protocol`);
+  a fitness-history row every `summary_seconds` (`impala_tf.studies.pbt.protocol`);
 - when it becomes ready (`rules.ready`: burn-in over, enough episodes since its step) saves a
   checkpoint first, so the weights others may copy are those its fitness describes;
 - reads the controller's instruction every second; a new one is applied before the next update:
@@ -31,9 +31,9 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from impala_tf import checkpoints, rundir
 from impala_tf.base import configs
-from impala_tf.pbt import fitness, protocol, rules
+from impala_tf.run import checkpoints, rundir
+from impala_tf.studies.pbt import fitness, protocol, rules
 
 POLL_SECONDS = 1.0  # Instruction reads and status writes.
 WAIT_MESSAGE_SECONDS = 30.0
@@ -44,7 +44,7 @@ def attach(books: Any, stop: threading.Event) -> Member | None:
     not a PBT member.
 
     Args:
-      books: the learner's `impala_tf.runtime._LearnerBooks` (config, run directory, learner,
+      books: the learner's `impala_tf.run.runtime._LearnerBooks` (config, run directory, learner,
         checkpoint manager, summaries, console prefix).
       stop: set when the learner is asked to stop (ends the wait for a first instruction).
 

@@ -10,7 +10,7 @@ computed by `impala_tf.base.scores.summarize`.
 Levels are evaluated in turn; each runs up to `num_envs` environments in worker processes, and
 episodes are assigned to environment slots in advance so that short episodes are not favoured.
 With `--record_video` the first episode of each level is saved as an MP4 and a GIF
-(`impala_tf.videos`).
+(`impala_tf.run.videos`).
 
 See docs/evaluation.md for the scheduling, frame counting and video details.
 """
@@ -29,10 +29,11 @@ import numpy as np
 import tensorflow as tf
 import tree
 
-from impala_tf import builders, checkpoints, envs, rundir, videos
+from impala_tf import envs
 from impala_tf.agent import networks
 from impala_tf.base import configs, scores, structures
 from impala_tf.envs import workers
+from impala_tf.run import builders, checkpoints, rundir, videos
 
 POLICIES = ("sampled", "greedy")
 # Environments whose video game is replayed here for full-colour frames (cheap and deterministic);
@@ -226,7 +227,7 @@ def write_level_videos(
     factory: workers.EnvFactory,
     warn: Callable[[str], None] = print,
 ) -> list[str]:
-    """Writes the videos of slot 0's recorded game (`impala_tf.videos.write_videos`).
+    """Writes the videos of slot 0's recorded game (`impala_tf.run.videos.write_videos`).
 
     Args:
       video_dir: the directory (created if needed).

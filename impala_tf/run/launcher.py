@@ -1,7 +1,7 @@
 """One command, one machine: start the learner(s) and the actors as processes of this machine.
 
 The single-machine run is the distributed system with every task on localhost (one code path), in
-a private network namespace where the OS allows it (`impala_tf.isolation`). The
+a private network namespace where the OS allows it (`impala_tf.run.isolation`). The
 launcher picks free ports, starts `--num_learners` learner processes and `--num_actors` actor
 processes running `python -m impala_tf.experiment --job_name=... --task=...` with the user's flags,
 and supervises them until the learners finish, Ctrl-C or SIGTERM:
@@ -11,13 +11,13 @@ and supervises them until the learners finish, Ctrl-C or SIGTERM:
 - a learner that dies is reported with its exit status or signal and its log, and ends the run;
   learner 0 logs to `logs/learner_0.log` like every process, and the launcher shows that log on
   its console;
-- a watchdog reads the chief learner's heartbeat (`impala_tf.rundir`): after `watchdog_seconds`
+- a watchdog reads the chief learner's heartbeat (`impala_tf.run.rundir`): after `watchdog_seconds`
   without an update it has every process write its Python stacks into its log (SIGUSR1, see
   `install_stack_dump`), prints each process's state and CPU use, and restarts the actors; if the
   learner still makes no update it stops the run (`EXIT_STALLED`).
 
 Children get SIGTERM if the launcher itself dies (Linux `PR_SET_PDEATHSIG`), so no process outlives
-a run. Starting, stopping and stack dumps are `impala_tf.supervision`'s.
+a run. Starting, stopping and stack dumps are `impala_tf.run.supervision`'s.
 """
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ from collections.abc import Sequence
 
 import psutil
 
-from impala_tf import isolation, rundir, supervision
 from impala_tf.base import hints
-from impala_tf.supervision import describe_status
-from impala_tf.supervision import install_stack_dump as install_stack_dump
+from impala_tf.run import isolation, rundir, supervision
+from impala_tf.run.supervision import describe_status
+from impala_tf.run.supervision import install_stack_dump as install_stack_dump
 
 EXIT_LEARNER_FAILED = 1
 EXIT_STALLED = 4
@@ -151,7 +151,7 @@ def launch_local(
         between ends the run.
       python: the interpreter for the children.
       isolate_network: first move this process, and so every process it starts, into a private
-        network namespace with only loopback (`impala_tf.isolation`; irreversible, and it may
+        network namespace with only loopback (`impala_tf.run.isolation`; irreversible, and it may
         re-execute a non-root `impala_tf.experiment` command). When it is off or impossible, one
         warning line names the exposed ports.
 

@@ -22,7 +22,7 @@ their ports. The namespace disappears with its last process. Linux only:
   unprivileged gid map). The kernel refuses `CLONE_NEWUSER` in a process with several threads, and
   the launcher has some by then (numpy's OpenBLAS pool; `impala_tf.experiment` imports numpy and
   TensorFlow before it calls the launcher). So the launcher re-executes its own command line
-  through this file: `python impala_tf/isolation.py <interpreter arguments>` enters the namespaces
+  through this file: `python impala_tf/run/isolation.py <interpreter arguments>` enters the namespaces
   while single-threaded, brings loopback up and `exec`s the original command, which keeps the
   process id, so whatever started the run (a shell, a test, a supervisor) still has the launcher.
 

@@ -11,7 +11,7 @@ learner-hosted variables. Here each learner task k runs a `tf.distribute.Server`
 
 Actors are plain gRPC clients of their learner (`QueueClient`, `ParameterClient`): graph-mode
 sessions on `grpc://host:port`, which can join late, die, and reconnect when a learner restarts.
-Which learner an actor feeds, and the addresses, are `impala_tf.cluster`'s business.
+Which learner an actor feeds, and the addresses, are `impala_tf.run.cluster`'s business.
 
 Every client call is bounded: it runs through a `Session` callable (no per-call Python graph
 processing, and none of TensorFlow's Python error formatting, whose regex is quadratic in the length
@@ -36,8 +36,8 @@ import tensorflow as tf
 import tree
 from tensorflow.core.protobuf import config_pb2
 
-from impala_tf import cluster as cluster_lib
 from impala_tf.base import structures
+from impala_tf.run import cluster as cluster_lib
 
 DEFAULT_QUEUE_CAPACITY = 1  # The release: each actor contributes one item at a time.
 QUEUE_SHARED_NAME = "trajectories"

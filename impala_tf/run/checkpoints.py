@@ -1,7 +1,7 @@
 """Checkpoints of a run: saved every few minutes and at exit, restored on resume and for evaluation.
 
 The official release resumed from the latest checkpoint in `--logdir` (TF1 `MonitoredTrainingSession`,
-saved every 600 s). Here checkpoints live in `<logdir>/checkpoints/` (`impala_tf.rundir`), three are
+saved every 600 s). Here checkpoints live in `<logdir>/checkpoints/` (`impala_tf.run.rundir`), three are
 kept, and nothing is lost to a bad one:
 
 - a save that fails (e.g. a full disk) is reported, leaves the previous checkpoints intact and

@@ -1,13 +1,13 @@
 """`--mode=pbt`: a population of IMPALA training runs and their controller (paper appendix F).
 
 `python -m impala_tf.experiment --mode=pbt --logdir=PBT_DIR [training flags]` creates (or resumes)
-the population in `PBT_DIR` (`impala_tf.pbt.controller`), then, with `--pbt_start_members` (the
+the population in `PBT_DIR` (`impala_tf.studies.pbt.controller`), then, with `--pbt_start_members` (the
 default), starts every member on this machine as an ordinary training run,
 
     python -m impala_tf.experiment --mode=train --preset=P [the same flags] \\
         --logdir=PBT_DIR/members/<i> --pbt_member=<i> --seed=<seed + i> [starting hyperparameters]
 
-each one its own process group (a launcher with its learner and actors, `impala_tf.launcher`), its
+each one its own process group (a launcher with its learner and actors, `impala_tf.run.launcher`), its
 console in `members/<i>/member.log`. It polls the members' status files every second, takes the
 evolution steps, restarts a member whose process group exits before it finished (it resumes from
 its newest checkpoint; one that fails `MAX_FAILURES` times in a row without training a frame is
@@ -27,9 +27,9 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from impala_tf import launcher, supervision
 from impala_tf.base import configs
-from impala_tf.pbt import ancestry, controller, protocol
+from impala_tf.run import launcher, supervision
+from impala_tf.studies.pbt import ancestry, controller, protocol
 
 POLL_SECONDS = 1.0
 SUMMARY_SECONDS = 60.0

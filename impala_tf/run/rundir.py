@@ -2,16 +2,16 @@
 
     <logdir>/config.json          the resolved configuration (`impala_tf.base.configs`)
     <logdir>/checkpoints/         agent, optimiser state and frame counter (resume, evaluation)
-    <logdir>/episodes.csv         one row per finished episode (`impala_tf.bookkeeping`)
+    <logdir>/episodes.csv         one row per finished episode (`impala_tf.run.bookkeeping`)
     <logdir>/heartbeat.json       the chief learner's latest update (the launcher's watchdog)
     <logdir>/logs/                each actor's and extra learner's output
     <logdir>/videos/              evaluation GIFs (`--record_video`)
     <logdir>/test_results.json    per-level evaluation results (`--mode=test`)
     <logdir>/events.out.tfevents.* TensorBoard summaries
-    <logdir>/sweep_run.json       a sweep's run: task, method, hyperparameters (`impala_tf.sweep`)
-    <logdir>/console.log          a sweep's run: its console output (`impala_tf.sweep`)
+    <logdir>/sweep_run.json       a sweep's run: task, method, hyperparameters (`impala_tf.studies.sweep`)
+    <logdir>/console.log          a sweep's run: its console output (`impala_tf.studies.sweep`)
     <logdir>/pbt/                 a population-based-training member's exchange with its controller
-                                  (`impala_tf.pbt.protocol`)
+                                  (`impala_tf.studies.pbt.protocol`)
 
 Each file's writer and reader live together in the module named beside it; this module names the
 paths, writes and reads the heartbeat, names a new run's default directory (`new_run_dir`:

@@ -1,12 +1,12 @@
 """A training run's learner and actor processes (paper section 3, Figure 1; release `experiment.py`).
 
 `run_learner` hosts a trajectory queue and a parameter store on its `tf.distribute.Server`
-(`impala_tf.transport`), dequeues batches of B trajectories from different actors, prefetches the
+(`impala_tf.run.transport`), dequeues batches of B trajectories from different actors, prefetches the
 next batch while the current one trains, applies the update of `impala_tf.agent.learner`, publishes the
 weights after every update, and keeps the books: TensorBoard summaries, `episodes.csv`, a console
 progress line, checkpoints every N minutes and at exit, and resume from the latest checkpoint.
 
-`run_actor` steps its E environments as a batch (`impala_tf.builders.batched_environment`: worker
+`run_actor` steps its E environments as a batch (`impala_tf.run.builders.batched_environment`: worker
 processes, or for Atari ale-py's native vector environment in the actor process), refreshes its
 weights from its learner at the start of every unroll, and enqueues each environment's T+1-step
 trajectory. Actor i feeds learner i % L; for suites, environment slot g = i x E + j plays level
@@ -30,13 +30,14 @@ import numpy as np
 import tensorflow as tf
 import tree
 
-from impala_tf import allocator, bookkeeping, builders, checkpoints, envs, rundir, transport
-from impala_tf import cluster as cluster_lib
+from impala_tf import envs
 from impala_tf.agent import frame_stacks
 from impala_tf.agent import learner as learner_lib
 from impala_tf.agent import replay as replay_lib
 from impala_tf.agent.actor import Actor
 from impala_tf.base import configs, structures
+from impala_tf.run import allocator, bookkeeping, builders, checkpoints, rundir, transport
+from impala_tf.run import cluster as cluster_lib
 
 _LOG = logging.getLogger(__name__)
 
@@ -433,7 +434,7 @@ def run_learner(
       task: this learner's index.
       log_every_seconds: how often progress is printed and summaries are written.
       attach_member: how a population-based-training member (paper appendix F) plugs into this
-        loop: `impala_tf.pbt.member.attach`, which `impala_tf.experiment` passes. Required when
+        loop: `impala_tf.studies.pbt.member.attach`, which `impala_tf.experiment` passes. Required when
         `config.pbt.pbt_member >= 0`, so that one run's processes never import the studies of
         many runs.
 
@@ -443,7 +444,9 @@ def run_learner(
       ValueError: the run is a PBT member and `attach_member` is None.
     """
     if config.pbt.pbt_member >= 0 and attach_member is None:
-        raise ValueError("a PBT member's learner needs attach_member (impala_tf.pbt.member.attach)")
+        raise ValueError(
+            "a PBT member's learner needs attach_member (impala_tf.studies.pbt.member.attach)"
+        )
     run_dir = rundir.RunDir(bookkeeping.ensure_writable_logdir(config.runtime.logdir))
     prefix = f"[learner {task}]"
     if task == 0:

@@ -20,8 +20,8 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 
-from impala_tf import rundir
 from impala_tf.base.structures import EpisodeRecord
+from impala_tf.run import rundir
 
 EPISODES_CSV_FIELDS = (
     "environment_frames",

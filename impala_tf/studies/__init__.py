@@ -1,0 +1,11 @@
+"""Studies of many runs: population-based training, sweeps, and recipes for clusters of machines.
+
+- `pbt`: population-based training (paper appendix F): rules, fitness, controller, members.
+- `sweep`: hyperparameter sweeps from Table D.1's ranges and the Table 2 study (section 5.2.2);
+  its command is `python -m impala_tf.sweep`.
+- `recipes`: Kubernetes manifests and Slurm batch scripts for a run on many machines; its command
+  is `python -m impala_tf.cluster`.
+
+Floor 5 of `tests/test_imports.py`: these start and read runs (floor 4 and below); only the
+reports, the benchmark and the entry point stand above them.
+"""
