@@ -653,7 +653,29 @@ def _check_number(s: Setting, value: Any) -> None:
 
 # --- Presets: the paper's configurations. ---------------------------------------------------------
 
-PRESETS: dict[str, dict[str, dict[str, Any]]] = {
+Preset = dict[str, dict[str, Any]]
+
+# A fixed configuration: nothing evolves, the learning rate stays constant.
+_FIXED = {"pbt_hyperparameters": "", "pbt_learning_rate_schedule": "constant"}
+
+
+def _derive(base: Preset, **changes: dict[str, Any]) -> Preset:
+    """A copy of the preset `base` with some fields of some sections changed.
+
+    Args:
+      base: the preset a new one starts from (left unchanged).
+      **changes: section name -> the fields of that section that differ from `base`'s.
+
+    Returns:
+      A new preset: every section of `base`, copied, with `changes` applied (field order kept).
+    """
+    preset = {section: dict(fields) for section, fields in base.items()}
+    for section, fields in changes.items():
+        preset[section].update(fields)
+    return preset
+
+
+PRESETS: dict[str, Preset] = {
     # Runs on a laptop with nothing beyond PyPI: a toy task that random play cannot solve.
     "toy": {
         "env": {"level_name": "toy/catch", "num_action_repeats": 1, "atari_full_action_set": False},
@@ -671,7 +693,7 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
             "popart": False,
         },
         "runtime": {"num_actors": 2, "envs_per_actor": 4},
-        "pbt": {"pbt_hyperparameters": "", "pbt_learning_rate_schedule": "constant"},  # Fixed.
+        "pbt": dict(_FIXED),
     },
     # A single DMLab level (Table D.3; the release's README: 48 actors, batch 32, its flag defaults).
     "dmlab": {
@@ -694,90 +716,65 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
             "popart": False,
         },
         "runtime": {"num_actors": 48, "envs_per_actor": 1},
-        "pbt": {"pbt_hyperparameters": "", "pbt_learning_rate_schedule": "constant"},  # Fixed.
-    },
-    # DMLab-30 multi-task, IMPALA deep (section 5.3.1; the release README's learner command).
-    "dmlab30": {
-        "env": {"level_name": "dmlab30", "num_action_repeats": 4, "atari_full_action_set": False},
-        "agent": {"agent": "deep", "use_lstm": True},
-        "learner": {
-            "batch_size": 32,
-            "unroll_length": 100,
-            "reward_clipping": "soft_asymmetric",
-            "entropy_cost": 0.0033391318945337044,
-            "learning_rate": 0.00031866995608948655,
-            "epsilon": 0.1,
-            "decay": 0.99,
-            "grad_norm_clipping": 0.0,  # The release has no gradient clipping.
-            "total_environment_frames": 10_000_000_000,
-            "popart": False,
-        },
-        "runtime": {"num_actors": 150, "envs_per_actor": 1},
-        "pbt": {"pbt_hyperparameters": "", "pbt_learning_rate_schedule": "constant"},  # Fixed.
-    },
-    # Atari experts: one agent per game, feed-forward, minimal action set (Table G.1, section 5.3.2).
-    "atari": {
-        "env": {
-            "level_name": "atari/pong",
-            "num_action_repeats": 4,
-            "atari_full_action_set": False,
-        },
-        "agent": {"agent": "deep", "use_lstm": False},
-        "learner": {
-            "batch_size": 32,
-            "unroll_length": 20,
-            "reward_clipping": "abs_one",
-            "entropy_cost": 0.01,
-            "learning_rate": 0.0006,
-            "epsilon": 0.01,
-            "decay": 0.99,
-            "grad_norm_clipping": 40.0,
-            "total_environment_frames": 200_000_000,
-            "popart": False,
-        },
-        "runtime": {"num_actors": 48, "envs_per_actor": 1},
-        # A fixed configuration; members of a population started from it anneal their evolved
-        # learning rate, as Table G.1 says of every Atari agent ("Anneal linearly to 0").
-        "pbt": {"pbt_hyperparameters": "", "pbt_learning_rate_schedule": "linear"},
-    },
-    # Atari-57 multi-task: one deep agent on all games, full 18 actions, 200M frames per game.
-    "atari57": {
-        "env": {"level_name": "atari57", "num_action_repeats": 4, "atari_full_action_set": True},
-        "agent": {"agent": "deep", "use_lstm": False},
-        "learner": {
-            "batch_size": 32,
-            "unroll_length": 20,
-            "reward_clipping": "abs_one",
-            "entropy_cost": 0.01,
-            "learning_rate": 0.0006,
-            "epsilon": 0.01,
-            "decay": 0.99,
-            "grad_norm_clipping": 40.0,
-            "total_environment_frames": 57 * 200_000_000,
-            "popart": False,
-        },
-        "runtime": {"num_actors": 114, "envs_per_actor": 1},
-        # A fixed configuration; members of a population started from it anneal their evolved
-        # learning rate, as Table G.1 says of every Atari agent ("Anneal linearly to 0").
-        "pbt": {"pbt_hyperparameters": "", "pbt_learning_rate_schedule": "linear"},
+        "pbt": dict(_FIXED),
     },
 }
+
+# DMLab-30 multi-task, IMPALA deep (section 5.3.1; the release README's learner command): the
+# single-level preset with the release's DMLab-30 reward clipping, entropy cost and learning rate.
+PRESETS["dmlab30"] = _derive(
+    PRESETS["dmlab"],
+    env={"level_name": "dmlab30"},
+    learner={
+        "reward_clipping": "soft_asymmetric",
+        "entropy_cost": 0.0033391318945337044,
+        "learning_rate": 0.00031866995608948655,
+        "total_environment_frames": 10_000_000_000,
+    },
+    runtime={"num_actors": 150},
+)
+
+# Atari experts: one agent per game, feed-forward, minimal action set (Table G.1, section 5.3.2).
+PRESETS["atari"] = {
+    "env": {"level_name": "atari/pong", "num_action_repeats": 4, "atari_full_action_set": False},
+    "agent": {"agent": "deep", "use_lstm": False},
+    "learner": {
+        "batch_size": 32,
+        "unroll_length": 20,
+        "reward_clipping": "abs_one",
+        "entropy_cost": 0.01,
+        "learning_rate": 0.0006,
+        "epsilon": 0.01,
+        "decay": 0.99,
+        "grad_norm_clipping": 40.0,
+        "total_environment_frames": 200_000_000,
+        "popart": False,
+    },
+    "runtime": {"num_actors": 48, "envs_per_actor": 1},
+    # A fixed configuration; members of a population started from it anneal their evolved
+    # learning rate, as Table G.1 says of every Atari agent ("Anneal linearly to 0").
+    "pbt": dict(_FIXED, pbt_learning_rate_schedule="linear"),
+}
+
+# Atari-57 multi-task: one deep agent on all games, full 18 actions, 200M frames per game.
+PRESETS["atari57"] = _derive(
+    PRESETS["atari"],
+    env={"level_name": "atari57", "atari_full_action_set": True},
+    learner={"total_environment_frames": 57 * 200_000_000},
+    runtime={"num_actors": 114},
+)
 
 # Population-based training (appendix F; `python -m impala_tf.experiment --mode=pbt`): the suite
 # presets whose members evolve the hyperparameters of Table D.1 (DMLab-30: entropy cost, learning
 # rate, RMSProp epsilon) or Table G.1 (Atari-57: also the gradient-clipping threshold). Their
-# starting values are sampled per member (`impala_tf.studies.pbt.rules`); the rest is the fixed preset's.
-
-
-def _pbt_preset(base: str, evolved: str) -> dict[str, dict[str, Any]]:
-    preset = {section: dict(fields) for section, fields in PRESETS[base].items()}
-    preset["pbt"]["pbt_hyperparameters"] = evolved  # The schedule stays the base preset's.
-    return preset
-
-
-PRESETS["dmlab30_pbt"] = _pbt_preset("dmlab30", "entropy_cost,learning_rate,epsilon")
-PRESETS["atari57_pbt"] = _pbt_preset(
-    "atari57", "entropy_cost,learning_rate,epsilon,grad_norm_clipping"
+# starting values are sampled per member (`impala_tf.studies.pbt.rules`); the rest, the learning
+# rate schedule included, is the fixed preset's.
+PRESETS["dmlab30_pbt"] = _derive(
+    PRESETS["dmlab30"], pbt={"pbt_hyperparameters": "entropy_cost,learning_rate,epsilon"}
+)
+PRESETS["atari57_pbt"] = _derive(
+    PRESETS["atari57"],
+    pbt={"pbt_hyperparameters": "entropy_cost,learning_rate,epsilon,grad_norm_clipping"},
 )
 
 
@@ -788,16 +785,8 @@ PRESETS["atari57_pbt"] = _pbt_preset(
 # Atari-57 the PopArt paper's headline result (Table 1, "Atari-57": 110.7 % median human-normalised
 # score, random starts) keeps IMPALA's reward clipping to [-1, 1]; its "Atari-57 (unclipped)"
 # benchmark (107.0 %) is `--preset=atari57_popart --reward_clipping=none`.
-
-
-def _popart_preset(base: str) -> dict[str, dict[str, Any]]:
-    preset = {section: dict(fields) for section, fields in PRESETS[base].items()}
-    preset["learner"]["popart"] = True
-    return preset
-
-
-PRESETS["dmlab30_popart"] = _popart_preset("dmlab30")
-PRESETS["atari57_popart"] = _popart_preset("atari57")
+PRESETS["dmlab30_popart"] = _derive(PRESETS["dmlab30"], learner={"popart": True})
+PRESETS["atari57_popart"] = _derive(PRESETS["atari57"], learner={"popart": True})
 # The PBT preset `--mode=pbt` uses when the level implies a fixed preset that has one.
 PBT_PRESETS = {"dmlab30": "dmlab30_pbt", "atari57": "atari57_pbt"}
 
