@@ -397,6 +397,31 @@ def test_the_summary_file_gives_the_same_report_as_the_runs(tmp_path):
     assert table2.main([str(summary), "--last_episodes=50"]) == 1  # The file's K is 100.
 
 
+RESULTS_PAGE = os.path.join(REPO, "docs", "results", "table2.md")
+RESULTS_RUNS = os.path.join(REPO, "docs", "results", "table2_runs.csv")
+RESULTS_MARKER = (
+    "<!-- Everything below is the output of: "
+    "python -m impala_tf.reports.table2 docs/results/table2_runs.csv -->"
+)
+
+
+def test_the_results_page_shows_the_report_of_its_committed_runs(tmp_path):
+    """docs/results/table2.md's tables are regenerated from the committed per-run data alone: the
+    study of 6 sets x 2 seeds per cell, every run finished, one source commit."""
+    rows = list(csv.DictReader(open(RESULTS_RUNS)))
+    assert len(rows) == 96 and {r["status"] for r in rows} == {"finished"}
+    assert len({r["commit"] for r in rows}) == 1
+    per_cell = {}
+    for r in rows:
+        per_cell.setdefault((r["method"], r["replay"]), set()).add((r["set_index"], r["seed"]))
+    assert len(per_cell) == 8 and {len(v) for v in per_cell.values()} == {12}
+    page = open(RESULTS_PAGE).read()
+    assert page.count(RESULTS_MARKER) == 1
+    report = tmp_path / "report.md"
+    assert table2.main([RESULTS_RUNS, f"--output={report}"]) == 0
+    assert page.split(RESULTS_MARKER, 1)[1].strip() == report.read_text().strip()
+
+
 PAPER_TABLE_2 = """
 without vtrace 46.8 32.9 31.3 229.2 43.8
 without one_step 51.8 35.9 25.4 215.8 43.7
