@@ -46,13 +46,13 @@ def _numpy_statistics(stream, num_tasks, beta, sigma_min, sigma_max, rule="rollo
     return mu, nu, sigma
 
 
-def test_paper_hyperparameters():
+def test_hyperparameters_as_reported_for_the_popart_paper():
     assert popart.BETA == 3e-4
     assert popart.SIGMA_MIN == 1e-4
     assert popart.SIGMA_MAX == 1e6
 
 
-def test_the_default_rule_is_the_papers_per_rollout_one():
+def test_the_default_rule_is_the_reported_per_rollout_one():
     assert popart.STATISTICS_RULES[0] == "rollout" == LearnerConfig().popart_statistics
     field = {f.name: f for f in dataclasses.fields(LearnerConfig)}["popart_statistics"]
     assert tuple(field.metadata["choices"]) == popart.STATISTICS_RULES
@@ -128,6 +128,68 @@ def test_a_batchs_per_rollout_steps_match_steps_taken_one_rollout_at_a_time():
     spread = np.ptp(targets.mean(axis=0)) ** 2
     assert abs(ours_mu.numpy()[0] - sequential_mu) < (n * beta) ** 2 * spread
     assert abs(ours_nu.numpy()[0] - sequential_nu) < (n * beta) ** 2 * spread * 10
+
+
+# One task, two rollouts of T = 2 (columns), beta = 0.5 from mu = 0, nu = 1; worked by hand:
+#   rollout: G = [2, 4], two steps: keep 0.25, mu = 0.75 * 3, nu = 0.25 + 0.75 * (4 + 16) / 2.
+#   rollout_mean_square: nu's samples (1 + 9) / 2 = 5 and (9 + 25) / 2 = 17: nu = 0.25 + 0.75 * 11.
+#   batch: one step: keep 0.5, mu = 0.5 * 3, nu = 0.5 + 0.5 * (1 + 9 + 9 + 25) / 4.
+HAND_COMPUTED = {
+    "rollout": (2.25, 7.75, np.sqrt(7.75 - 2.25**2)),
+    "rollout_mean_square": (2.25, 8.5, np.sqrt(8.5 - 2.25**2)),
+    "batch": (1.5, 6.0, np.sqrt(6.0 - 1.5**2)),
+}
+
+
+@pytest.mark.parametrize("rule", popart.STATISTICS_RULES)
+def test_each_rule_on_a_batch_worked_by_hand(rule):
+    targets = tf.constant([[1.0, 3.0], [3.0, 5.0]], tf.float64)  # [T=2, B=2]
+    module = popart.PopArt(1, beta=0.5, rule=rule)
+    head = tf.Variable(np.ones([2, 1], np.float32)), tf.Variable(np.zeros([1], np.float32))
+    module.update(popart.batch_moments(targets, tf.zeros([2], tf.int32), 1, rule), *head)
+    mu, nu, sigma = HAND_COMPUTED[rule]
+    np.testing.assert_allclose(
+        [module.mu.numpy()[0], module.nu.numpy()[0], module.sigma().numpy()[0]],
+        [mu, nu, sigma],
+        rtol=1e-12,
+    )
+
+
+def _rlax_art(shift, second_moment, samples, step_size, scale_lb, scale_ub):
+    """rlax's `art` (rlax/_src/pop_art.py) for one output, transcribed: every sample adds
+    `step_size * (sample - old shift)` (and `step_size * (sample^2 - old second moment)`), summed;
+    the squared scale is clipped to `[scale_lb^2, scale_ub^2]`."""
+    samples = np.asarray(samples, np.float64)
+    new_shift = shift + step_size * np.sum(samples - shift)
+    new_second = second_moment + step_size * np.sum(samples**2 - second_moment)
+    scale_sq = np.clip(new_second - new_shift**2, scale_lb**2, scale_ub**2)
+    return new_shift, new_second, np.sqrt(scale_sq)
+
+
+def test_rlax_art_fed_rollout_means_is_the_rollout_rule_and_fed_all_targets_is_none_of_ours():
+    rng = np.random.default_rng(7)
+    beta, n, steps = 3e-4, 32, 100
+    targets = rng.normal(loc=4.0, size=(steps, n)) * rng.uniform(0.5, 2.0, size=n)
+    mu0, nu0 = 0.5, 3.0
+
+    def ours(rule):
+        mu, nu = popart.update_statistics(
+            tf.constant([mu0], tf.float64),
+            tf.constant([nu0], tf.float64),
+            popart.batch_moments(tf.constant(targets), tf.zeros([n], tf.int32), 1, rule),
+            beta,
+            rule,
+        )
+        return mu.numpy()[0], nu.numpy()[0]
+
+    rlax_mu, rlax_nu, _ = _rlax_art(mu0, nu0, targets.mean(axis=0), beta, 1e-4, 1e6)
+    mu, nu = ours("rollout")
+    # (1 - beta)^n against 1 - n beta: they differ by at most (n beta)^2 / 2 of the distance moved.
+    assert abs(mu - rlax_mu) <= (n * beta) ** 2 * abs(targets.mean() - mu0)
+    assert abs(nu - rlax_nu) <= (n * beta) ** 2 * abs((targets.mean(axis=0) ** 2).mean() - nu0)
+    per_target_mu, _, _ = _rlax_art(mu0, nu0, targets.ravel(), beta, 1e-4, 1e6)
+    for rule in popart.STATISTICS_RULES:  # T x n steps a batch: ~100 times further than ours.
+        assert abs(per_target_mu - mu0) > 50 * abs(ours(rule)[0] - mu0)
 
 
 @pytest.mark.parametrize("rule", popart.STATISTICS_RULES)

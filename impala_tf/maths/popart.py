@@ -12,7 +12,8 @@ For task i the value head outputs a *normalised* value n_i(x); the unnormalised 
     mu_i <- (1 - beta) mu_i + beta G,      nu_i <- (1 - beta) nu_i + beta G^2,
     sigma_i = sqrt(nu_i - mu_i^2), clipped to [sigma_min, sigma_max],
 
-with G a V-trace target of task i. Which G, and how many steps a batch takes, is
+with G a V-trace target of task i (the incremental updates of van Hasselt et al. 2016, section 2.2,
+one step per target sample). Which G, and how many steps a batch takes, is
 `--popart_statistics` (`STATISTICS_RULES`): by default (`rollout`) each rollout's V-trace targets
 are averaged and every rollout takes one step with that average, as the PopArt paper's
 implementation notes are reported to do (docs/popart.md says what is and is not established).
@@ -35,9 +36,10 @@ from typing import NamedTuple
 
 import tensorflow as tf
 
-BETA = 3e-4  # PopArt paper, appendix hyperparameters: statistics learning rate.
-SIGMA_MIN = 1e-4  # PopArt paper, appendix hyperparameters: scale lower bound.
-SIGMA_MAX = 1e6  # PopArt paper, appendix hyperparameters: scale upper bound.
+# The PopArt paper's values as secondary sources report them (UNVERIFIED; docs/popart.md, Sources).
+BETA = 3e-4  # The statistics' step size.
+SIGMA_MIN = 1e-4  # Lower bound of sigma.
+SIGMA_MAX = 1e6  # Upper bound of sigma.
 STATISTICS_DTYPE = tf.float64  # nu reaches (1000 / (1 - gamma))^2: keep nu - mu^2 exact enough.
 
 # `--popart_statistics`: what one batch does to a task's statistics.
