@@ -12,11 +12,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tree
+from batch_fixtures import random_batch
 from test_vtrace import _ground_truth
 
 from impala_tf.agent import learner as learner_lib
 from impala_tf.agent import networks
-from impala_tf.base import configs, structures
+from impala_tf.base import configs
 from impala_tf.maths import corrections, losses
 
 METHODS = ("vtrace", "one_step", "epsilon", "none")
@@ -200,34 +201,13 @@ def test_unknown_method_is_refused():
         corrections.from_logits("retrace", **_inputs(TARGET_PROBS, TARGET_PROBS))
 
 
-def _random_batch(rng, batch_size, unroll_length, num_actions):
-    """A batch-major feed-forward trajectory batch `[B, T+1, ...]` of random values."""
-    specs = structures.trajectory_specs(
-        structures.observation_specs((24, 24, 3)), num_actions, unroll_length, ()
-    )
-
-    def fill(spec):
-        shape = (batch_size,) + tuple(spec.shape)
-        if spec.dtype == np.uint8:
-            return rng.integers(0, 256, shape, dtype=np.uint8)
-        if spec.dtype == np.int32:
-            return rng.integers(0, num_actions, shape).astype(np.int32)
-        if spec.dtype == np.bool_:
-            return rng.random(shape) < 0.1
-        if spec.dtype == np.object_:
-            return np.full(shape, b"", dtype=object)
-        return (3.0 * rng.normal(size=shape)).astype(spec.dtype)  # Far from the learner's policy.
-
-    return tree.map_structure(fill, specs)
-
-
 def test_compute_loss_uses_the_configured_correction():
     """The learner's loss is the correction's: its value targets in the baseline term, its
     advantages and log-probabilities in the policy-gradient term."""
     tf.random.set_seed(0)
     agent = networks.make_agent("shallow", 3, use_lstm=False, use_instruction=False)
     batch = tree.map_structure(
-        tf.convert_to_tensor, _random_batch(np.random.default_rng(0), 4, 5, 3)
+        tf.convert_to_tensor, random_batch(np.random.default_rng(0), 4, 5, 3, scale=3.0)
     )
     time_major = learner_lib.to_time_major(batch)
     outputs, _ = agent.unroll(

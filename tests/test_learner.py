@@ -194,22 +194,8 @@ from impala_tf.agent import networks
 from impala_tf.base import structures
 from impala_tf.base.configs import LearnerConfig
 
-def random_batch(rng, batch_size, unroll_length, num_actions, state_spec):
-    specs = structures.trajectory_specs(
-        structures.observation_specs((24, 24, 3)), num_actions, unroll_length, state_spec
-    )
-    def fill(spec):
-        shape = (batch_size,) + tuple(spec.shape)
-        if spec.dtype == np.uint8:
-            return rng.integers(0, 256, shape, dtype=np.uint8)
-        if spec.dtype == np.int32:
-            return rng.integers(0, num_actions, shape).astype(np.int32)
-        if spec.dtype == np.bool_:
-            return rng.random(shape) < 0.1
-        if spec.dtype == np.object_:
-            return np.full(shape, b"", dtype=object)
-        return rng.normal(size=shape).astype(spec.dtype)
-    return tree.map_structure(fill, specs)
+sys.path.insert(0, "tests")
+from batch_fixtures import random_batch
 
 def train(strategy):
     tf.random.set_seed(3)

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tree
+from batch_fixtures import random_batch
 
 from impala_tf.agent import learner as learner_lib
 from impala_tf.agent import networks, replay
@@ -164,26 +165,6 @@ def test_mix_in_replay_without_replay_passes_the_tensors_through():
     assert mixed.env_outputs.reward.shape[0] == 4
 
 
-def _random_batch(rng, batch_size, unroll_length, num_actions, state_spec):
-    specs = structures.trajectory_specs(
-        structures.observation_specs((24, 24, 3)), num_actions, unroll_length, state_spec
-    )
-
-    def fill(spec):
-        shape = (batch_size,) + tuple(spec.shape)
-        if spec.dtype == np.uint8:
-            return rng.integers(0, 256, shape, dtype=np.uint8)
-        if spec.dtype == np.int32:
-            return rng.integers(0, num_actions, shape).astype(np.int32)
-        if spec.dtype == np.bool_:
-            return rng.random(shape) < 0.1
-        if spec.dtype == np.object_:
-            return np.full(shape, b"", dtype=object)
-        return rng.normal(size=shape).astype(spec.dtype)
-
-    return tree.map_structure(fill, specs)
-
-
 def test_only_fresh_frames_are_counted_and_an_empty_buffer_after_resume_works():
     """B = 4 with 2 fresh: each update counts 2 x T x repeats frames; a new mixer (a resumed run's
     empty buffer) still makes a full batch."""
@@ -192,7 +173,7 @@ def test_only_fresh_frames_are_counted_and_an_empty_buffer_after_resume_works():
     config = configs.LearnerConfig(batch_size=4, unroll_length=5, total_environment_frames=10**6)
     learner = learner_lib.Learner(agent, config, num_action_repeats=4)
     rng = np.random.default_rng(0)
-    fresh = [_random_batch(rng, 2, 5, 3, agent.state_spec()) for _ in range(3)]
+    fresh = [random_batch(rng, 2, 5, 3, agent.state_spec()) for _ in range(3)]
     learner.build(tree.map_structure(tf.convert_to_tensor, fresh[0]))
     mixer = replay.ReplayMixer(4, capacity=8, proportion=0.5, seed=0)
     for batch in fresh[:2]:
@@ -204,7 +185,7 @@ def test_only_fresh_frames_are_counted_and_an_empty_buffer_after_resume_works():
     assert int(learner.num_environment_frames.numpy()) == 3 * (2 * 5 * 4)
     # Without `num_fresh` the whole batch counts (no replay), as before.
     learner.train_step(
-        tree.map_structure(tf.convert_to_tensor, _random_batch(rng, 4, 5, 3, agent.state_spec()))
+        tree.map_structure(tf.convert_to_tensor, random_batch(rng, 4, 5, 3, agent.state_spec()))
     )
     assert int(learner.num_environment_frames.numpy()) == 3 * (2 * 5 * 4) + 4 * 5 * 4
 
