@@ -40,6 +40,20 @@ def cells(markdown: str, first_cell: str) -> list[str]:
 # Results files and rendering.
 
 
+def test_read_json_raises_the_reports_own_error(tmp_path):
+    class OwnError(ValueError):
+        pass
+
+    with pytest.raises(OwnError, match="^benchmark file .* not found"):
+        common.read_json(str(tmp_path / "nope.json"), OwnError, "benchmark file")
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1,\n 2,,]")
+    with pytest.raises(OwnError, match="not valid JSON \\(line 2, column 4"):
+        common.read_json(str(bad), OwnError, "benchmark file")
+    bad.write_text("[1, 2]")
+    assert common.read_json(str(bad), OwnError, "benchmark file") == [1, 2]
+
+
 def test_load_results_errors(tmp_path):
     with pytest.raises(common.ResultsError, match="not found"):
         common.load_results(str(tmp_path / "nope.json"))

@@ -90,12 +90,6 @@ def score_results(results: EvaluationResults) -> AtariScores:
     )
 
 
-def _ours_label(results: Sequence[EvaluationResults], r: EvaluationResults) -> str:
-    label = "ours" if len(results) == 1 else f"ours ({r.name})"
-    kind = common.training_kind(r)
-    return label if kind is None else f"{label}, {kind}"
-
-
 def paper_counterpart(r: EvaluationResults) -> tuple[str | None, str]:
     """The Table 4 row to compare a results file with, and a note on the match.
 
@@ -120,17 +114,8 @@ def paper_counterpart(r: EvaluationResults) -> tuple[str | None, str]:
 
 def table_matching(results: Sequence[EvaluationResults], scores: Sequence[AtariScores]) -> Table:
     """Each results file's median next to the Table 4 row of the same kind of agent."""
-    table = Table(
-        "Ours against the paper's matching Table 4 row (median)",
-        [
-            Column("Results"),
-            Column("Training"),
-            Column("Ours", digits=1, suffix="%"),
-            Column("Paper row"),
-            Column("Paper", digits=1, suffix="%"),
-            Column("Ours - paper", digits=1),
-            Column("Note"),
-        ],
+    table = common.matching_table(
+        "Ours against the paper's matching Table 4 row (median)", note=True
     )
     for r, s in zip(results, scores, strict=True):
         row, note = paper_counterpart(r)
@@ -160,7 +145,7 @@ def table_4(results: Sequence[EvaluationResults], scores: Sequence[AtariScores])
             if not s.missing
             else f"needs all {NUM_GAMES} games; {NUM_GAMES - len(s.missing)} evaluated"
         )
-        table.add_row([_ours_label(results, r), s.median, s.mean, note])
+        table.add_row([common.ours_label(results, r), s.median, s.mean, note])
     table.notes.append(
         "Means use video_pinball random = 0, the convention that reproduces the paper's Table 4 "
         "means from its Table C.1; medians use the published references (DQN line of work: "

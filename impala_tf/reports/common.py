@@ -179,6 +179,29 @@ def uses_popart(results: EvaluationResults) -> bool:
     return config_value(results, "learner", "popart") is True
 
 
+def read_json(path: str, error: type[ValueError], what: str) -> Any:
+    """The JSON value in the file `path`, or `error` saying it is missing or not JSON.
+
+    Args:
+      path: the file.
+      error: the report's error class (a `ValueError`) raised instead of the file's errors.
+      what: the kind of file, for the message (`results file`, `benchmark file`).
+
+    Raises:
+      error: the file is missing, or not JSON (with its line and column).
+      OSError: any other failure to read the file.
+    """
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except FileNotFoundError as failure:
+        raise error(f"{what} {path!r} not found") from failure
+    except json.JSONDecodeError as failure:
+        raise error(
+            f"{path}: not valid JSON (line {failure.lineno}, column {failure.colno}: {failure.msg})"
+        ) from failure
+
+
 def load_results(path: str, name: str | None = None) -> EvaluationResults:
     """Reads and validates one results file; `name` defaults to the file stem.
 
@@ -188,14 +211,7 @@ def load_results(path: str, name: str | None = None) -> EvaluationResults:
     if name is None:
         name = os.path.splitext(os.path.basename(path))[0]
     try:
-        with open(path) as f:
-            data = json.load(f)
-    except FileNotFoundError as error:
-        raise ResultsError(f"results file {path!r} not found") from error
-    except json.JSONDecodeError as error:
-        raise ResultsError(
-            f"{path}: not valid JSON (line {error.lineno}, column {error.colno}: {error.msg})"
-        ) from error
+        data = read_json(path, ResultsError, "results file")
     except OSError as error:
         raise ResultsError(f"cannot read results file {path!r}: {error}") from error
     return parse_results(data, name, path)
@@ -431,6 +447,34 @@ def results_parser(prog: str, description: str) -> argparse.ArgumentParser:
     parser = report_parser(prog, description)
     parser.add_argument("results", nargs="+", help="evaluation results JSON file(s)")
     return parser
+
+
+def ours_label(results: Sequence[EvaluationResults], r: EvaluationResults) -> str:
+    """The label of `r`'s "ours" row: `ours` (`ours (<name>)` among several), then PBT or fixed."""
+    label = "ours" if len(results) == 1 else f"ours ({r.name})"
+    kind = training_kind(r)
+    return label if kind is None else f"{label}, {kind}"
+
+
+def matching_table(title: str, note: bool = False) -> Table:
+    """An empty table of each results file against the paper's row of the same kind of training.
+
+    Args:
+      title: the table's title.
+      note: whether a last `Note` column says how the row was matched.
+
+    Returns:
+      A `Table` with the columns Results, Training, Ours, Paper row, Paper, Ours - paper (and Note).
+    """
+    columns = [
+        Column("Results"),
+        Column("Training"),
+        Column("Ours", digits=1, suffix="%"),
+        Column("Paper row"),
+        Column("Paper", digits=1, suffix="%"),
+        Column("Ours - paper", digits=1),
+    ]
+    return Table(title, columns + [Column("Note")] if note else columns)
 
 
 def suite_report(

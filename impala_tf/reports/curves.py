@@ -265,11 +265,7 @@ def plot_dmlab30_scores(points: Sequence[tuple[int, float, float]]) -> Figure:
     frames = millions([p[0] for p in points])
     ax.plot(frames, [p[1] for p in points], label="capped at 100% (paper's score)")
     ax.plot(frames, [p[2] for p in points], label="uncapped", alpha=0.7)
-    ax.set_xlabel(FRAMES_LABEL)
-    ax.grid(alpha=0.3)
-    ax.set_ylabel("mean human-normalised score (%)")
-    ax.set_title("DMLab-30 training score")
-    ax.legend()
+    _label_score_axes(ax, "mean human-normalised score (%)", "DMLab-30 training score")
     return figure
 
 
@@ -279,12 +275,17 @@ def plot_atari57_medians(points: Sequence[tuple[int, float]]) -> Figure:
     figure = _new_figure(*SLIDE_SIZE)
     ax = figure.subplots()
     ax.plot(millions([p[0] for p in points]), [p[1] for p in points], label="median over 57 games")
+    _label_score_axes(ax, "median human-normalised score (%)", "Atari-57 training score")
+    return figure
+
+
+def _label_score_axes(ax: Any, ylabel: str, title: str) -> None:
+    """Frames (millions) on x, `ylabel` on y, a grid, `title` and the legend: a suite score plot."""
     ax.set_xlabel(FRAMES_LABEL)
     ax.grid(alpha=0.3)
-    ax.set_ylabel("median human-normalised score (%)")
-    ax.set_title("Atari-57 training score")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
     ax.legend()
-    return figure
 
 
 # The learner's TensorBoard scalars drawn in `training.png` (panel title, tags, log scale).

@@ -101,12 +101,6 @@ def score_results(results: EvaluationResults, allow_missing: bool = False) -> DM
     )
 
 
-def _ours_label(results: Sequence[EvaluationResults], r: EvaluationResults) -> str:
-    label = "ours" if len(results) == 1 else f"ours ({r.name})"
-    kind = common.training_kind(r)
-    return label if kind is None else f"{label}, {kind}"
-
-
 def paper_counterpart(r: EvaluationResults) -> tuple[str | None, str]:
     """The Table 3 row to compare a results file with, and why (or why there is none).
 
@@ -134,17 +128,7 @@ def paper_counterpart(r: EvaluationResults) -> tuple[str | None, str]:
 
 def table_matching(results: Sequence[EvaluationResults], scores: Sequence[DMLab30Scores]) -> Table:
     """Each results file next to the Table 3 row of the same kind of training (`paper_counterpart`)."""
-    table = Table(
-        "Ours against the paper's matching Table 3 row",
-        [
-            Column("Results"),
-            Column("Training"),
-            Column("Ours", digits=1, suffix="%"),
-            Column("Paper row"),
-            Column("Paper", digits=1, suffix="%"),
-            Column("Ours - paper", digits=1),
-        ],
-    )
+    table = common.matching_table("Ours against the paper's matching Table 3 row")
     for r, s in zip(results, scores, strict=True):
         row, why = paper_counterpart(r)
         paper = paper_results.TABLE_3.get(row) if row else None
@@ -169,7 +153,7 @@ def table_3(results: Sequence[EvaluationResults], scores: Sequence[DMLab30Scores
     for model, score in paper_results.TABLE_3.items():
         table.add_row([model, score])
     for r, s in zip(results, scores, strict=True):
-        table.add_row([_ours_label(results, r), s.capped])
+        table.add_row([common.ours_label(results, r), s.capped])
     table.notes.append(
         f"Paper: {PAPER_EPISODES_PER_LEVEL} episodes per level, best score per architecture. "
         "Ours: " + "; ".join(f"`{r.name}`" for r in results) + "."

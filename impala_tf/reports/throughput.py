@@ -14,7 +14,6 @@ thousands, like the paper. See docs/reports.md for the JSON schema.
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from collections.abc import Sequence
@@ -101,16 +100,7 @@ def load_benchmark(path: str) -> dict[str, Any]:
     Raises:
       BenchmarkError: the file is missing, not JSON, or does not follow the schema.
     """
-    try:
-        with open(path) as f:
-            data = json.load(f)
-    except FileNotFoundError as error:
-        raise BenchmarkError(f"benchmark file {path!r} not found") from error
-    except json.JSONDecodeError as error:
-        raise BenchmarkError(
-            f"{path}: not valid JSON (line {error.lineno}, column {error.colno}: {error.msg})"
-        ) from error
-    return validate_benchmark(data, path)
+    return validate_benchmark(common.read_json(path, BenchmarkError, "benchmark file"), path)
 
 
 def _kilo(x: float | None) -> float | None:
