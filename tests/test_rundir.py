@@ -122,3 +122,24 @@ def test_the_seed_and_the_learners_define_the_run():
     assert "runtime.num_learners" not in rundir.RESUME_MAY_CHANGE
     assert {"runtime.num_actors", "learner.total_environment_frames"} <= rundir.RESUME_MAY_CHANGE
     assert not any(key.startswith(("agent.", "learner.b")) for key in rundir.RESUME_MAY_CHANGE)
+
+
+def test_probe_writable_creates_the_directory_and_leaves_nothing(tmp_path):
+    target = tmp_path / "a" / "b"
+    rundir.probe_writable(str(target))
+    assert target.is_dir() and not list(target.iterdir())
+
+
+def test_probe_writable_raises_where_a_file_stands(tmp_path):
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(OSError):
+        rundir.probe_writable(str(tmp_path / "file"))
+
+
+def test_read_json_or_none(tmp_path):
+    path = tmp_path / "x.json"
+    assert rundir.read_json_or_none(str(path)) is None
+    path.write_text("{not json")
+    assert rundir.read_json_or_none(str(path)) is None
+    rundir.write_json_atomically(str(path), {"a": [1, 2]})
+    assert rundir.read_json_or_none(str(path)) == {"a": [1, 2]}

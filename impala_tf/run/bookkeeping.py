@@ -44,11 +44,7 @@ def ensure_writable_logdir(logdir: str) -> str:
       LogdirError: naming the directory and the OS error, before any work is done.
     """
     try:
-        os.makedirs(logdir, exist_ok=True)
-        probe = os.path.join(logdir, f".write_test_{os.getpid()}")
-        with open(probe, "w") as f:
-            f.write("ok")
-        os.remove(probe)
+        rundir.probe_writable(logdir)
     except OSError as error:
         raise LogdirError(f"--logdir={logdir} is not writable: {error}") from error
     return logdir

@@ -461,11 +461,7 @@ def check_output_path(path: str) -> str:
         raise IsADirectoryError(f"--test_output={path} is a directory; name a .json file")
     directory = os.path.dirname(os.path.abspath(path))
     try:
-        os.makedirs(directory, exist_ok=True)
-        probe = os.path.join(directory, f".write_test_{os.getpid()}")
-        with open(probe, "w") as f:
-            f.write("ok")
-        os.remove(probe)
+        rundir.probe_writable(directory)
     except OSError as error:
         raise OSError(f"cannot write results to {path}: {error}") from error
     return path

@@ -108,6 +108,19 @@ class RunDir:
         return os.path.join(self.logs, f"{role}_{index}.log")
 
 
+def probe_writable(directory: str) -> None:
+    """Creates `directory` if needed and writes and removes a small file there.
+
+    Raises:
+      OSError: the directory cannot be created, or a file cannot be written or removed there.
+    """
+    os.makedirs(directory, exist_ok=True)
+    probe = os.path.join(directory, f".write_test_{os.getpid()}")
+    with open(probe, "w") as f:
+        f.write("ok")
+    os.remove(probe)
+
+
 def write_json_atomically(path: str, data: Any) -> None:
     """Writes `data` as JSON to `path` through a temporary file in the same directory, so a reader
     never sees half a file and a failed write leaves the previous file intact."""
@@ -119,6 +132,15 @@ def write_json_atomically(path: str, data: Any) -> None:
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
+
+
+def read_json_or_none(path: str) -> Any:
+    """The JSON value in the file `path`, or None where there is none or it cannot be read."""
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -393,11 +393,7 @@ def write_manifest(run: Run, status: str, **extra: Any) -> None:
 
 def read_manifest(logdir: str) -> dict[str, Any] | None:
     """A run's manifest, or None where there is none (or it cannot be read)."""
-    try:
-        with open(rundir.RunDir(logdir).sweep_run) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
+    return rundir.read_json_or_none(rundir.RunDir(logdir).sweep_run)
 
 
 def status_of(run: Run) -> str | None:
@@ -587,11 +583,7 @@ def execute(
 
 def _read_config(logdir: str) -> dict[str, Any] | None:
     """The run's resolved `config.json`, or None where it wrote none."""
-    try:
-        with open(rundir.RunDir(logdir).config) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
+    return rundir.read_json_or_none(rundir.RunDir(logdir).config)
 
 
 def _duration(seconds: float) -> str:

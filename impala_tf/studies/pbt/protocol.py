@@ -77,14 +77,6 @@ def checkpoint_frames(path: str | None) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def _read_json(path: str) -> Any | None:
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
-
-
 # --- Controller -> member. ---------------------------------------------------------------------
 
 
@@ -115,7 +107,7 @@ def write_instruction(pbt_dir: str, member: int, instruction: Instruction) -> No
 
 def read_instruction(member_logdir: str) -> Instruction | None:
     """The instruction in a member's run directory, or None (none yet, or unreadable)."""
-    data = _read_json(os.path.join(rundir.RunDir(member_logdir).pbt, INSTRUCTION))
+    data = rundir.read_json_or_none(os.path.join(rundir.RunDir(member_logdir).pbt, INSTRUCTION))
     if not isinstance(data, dict):
         return None
     try:
@@ -174,7 +166,7 @@ def write_status(member_logdir: str, status: Status) -> None:
 
 def read_status(pbt_dir: str, member: int) -> Status | None:
     """Member `member`'s latest status, or None (none yet, or unreadable)."""
-    data = _read_json(os.path.join(member_files(pbt_dir, member), STATUS))
+    data = rundir.read_json_or_none(os.path.join(member_files(pbt_dir, member), STATUS))
     if not isinstance(data, dict):
         return None
     try:
@@ -244,7 +236,7 @@ def write_population(pbt_dir: str, data: Mapping[str, Any]) -> None:
 
 
 def read_population(pbt_dir: str) -> dict[str, Any] | None:
-    data = _read_json(os.path.join(pbt_dir, POPULATION))
+    data = rundir.read_json_or_none(os.path.join(pbt_dir, POPULATION))
     return data if isinstance(data, dict) else None
 
 
