@@ -449,31 +449,28 @@ def kubernetes_objects(spec: RunSpec) -> list[tuple[str, dict[str, Any]]]:
             "spec": service_spec,
         }
 
-    learner_policy = {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "NetworkPolicy",
-        "metadata": _metadata(spec, job_name(spec, learner), learner),
-        "spec": {
-            "podSelector": {"matchLabels": _labels(spec, learner)},
-            "policyTypes": ["Ingress"],
-            "ingress": [
-                {
-                    "from": [{"podSelector": {"matchLabels": _labels(spec)}}],
-                    "ports": [{"protocol": "TCP", "port": p} for _, p in learner_ports],
-                }
-            ],
-        },
-    }
-    actor_policy = {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "NetworkPolicy",
-        "metadata": _metadata(spec, job_name(spec, actor), actor),
-        "spec": {
-            "podSelector": {"matchLabels": _labels(spec, actor)},
-            "policyTypes": ["Ingress"],
-            "ingress": [],
-        },
-    }
+    def network_policy(role: str, ingress: list[dict[str, Any]]) -> dict[str, Any]:
+        return {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": _metadata(spec, job_name(spec, role), role),
+            "spec": {
+                "podSelector": {"matchLabels": _labels(spec, role)},
+                "policyTypes": ["Ingress"],
+                "ingress": ingress,
+            },
+        }
+
+    learner_policy = network_policy(
+        learner,
+        [
+            {
+                "from": [{"podSelector": {"matchLabels": _labels(spec)}}],
+                "ports": [{"protocol": "TCP", "port": p} for _, p in learner_ports],
+            }
+        ],
+    )
+    actor_policy = network_policy(actor, [])
     ports_text = ", ".join(f"{p} ({n})" for n, p in learner_ports)
     learners = job_name(spec, learner)
     learner_dns = f"{learners}-<k>.{learners}.{spec.namespace}.svc.{spec.cluster_domain}"
@@ -747,24 +744,12 @@ def _parser() -> _Parser:
     render.add_argument("--name", default="impala", help="Run name: object and job name prefix.")
     render.add_argument("--output", default="-", help="File to write ('-': stdout).")
     render.add_argument("--python", default="python", help="Python interpreter of the processes.")
-    render.add_argument(
-        "--learner_port",
-        type=int,
-        default=cluster_lib.Ports.learner,
-        help="Learners' queue/parameter port.",
-    )
-    render.add_argument(
-        "--collective_port",
-        type=int,
-        default=cluster_lib.Ports.collective,
-        help="Learners' all-reduce port.",
-    )
-    render.add_argument(
-        "--actor_port",
-        type=int,
-        default=cluster_lib.Ports.actor,
-        help="First nominal actor port (unused).",
-    )
+    for flag, default, what in (
+        ("--learner_port", cluster_lib.Ports.learner, "Learners' queue/parameter port."),
+        ("--collective_port", cluster_lib.Ports.collective, "Learners' all-reduce port."),
+        ("--actor_port", cluster_lib.Ports.actor, "First nominal actor port (unused)."),
+    ):
+        render.add_argument(flag, type=int, default=default, help=what)
     render.add_argument(
         "--connect_seconds", type=float, default=600.0, help="How long actors wait for a learner."
     )
@@ -796,28 +781,34 @@ def _parser() -> _Parser:
     return parser
 
 
+# `RunSpec` fields set by the `render` flag of the same name.
+_SAME_NAMED_FLAGS = (
+    "num_learners",
+    "num_actors",
+    "name",
+    "python",
+    "learner_port",
+    "collective_port",
+    "actor_port",
+    "connect_seconds",
+    "image",
+    "namespace",
+    "storage_gb",
+    "storage_class",
+    "cluster_domain",
+    "actors_per_node",
+    "partition",
+    "grace_seconds",
+)
+
+
 def _render(args: argparse.Namespace, training_flags: Sequence[str]) -> int:
     spec = RunSpec(
-        num_learners=args.num_learners,
-        num_actors=args.num_actors,
         training_flags=tuple(training_flags),
-        name=args.name,
-        python=args.python,
-        learner_port=args.learner_port,
-        collective_port=args.collective_port,
-        actor_port=args.actor_port,
-        connect_seconds=args.connect_seconds,
         learner=Resources(args.learner_cpus, args.learner_memory_gb, args.learner_gpus),
         actor=Resources(args.actor_cpus, args.actor_memory_gb, 0),
-        image=args.image,
-        namespace=args.namespace,
-        storage_gb=args.storage_gb,
-        storage_class=args.storage_class,
-        cluster_domain=args.cluster_domain,
-        actors_per_node=args.actors_per_node,
-        partition=args.partition,
         time_limit=args.time,
-        grace_seconds=args.grace_seconds,
+        **{field: getattr(args, field) for field in _SAME_NAMED_FLAGS},
     )
     text = render(args.target, spec)
     if args.output == "-":
