@@ -214,7 +214,24 @@ def _bfloat16_conv(conv: snt.Conv2D, x: tf.Tensor) -> tf.Tensor:
     return tf.nn.bias_add(y, tf.cast(conv.b, x.dtype))
 
 
-class ShallowTorso(snt.Module):
+class _ConvTorso(snt.Module):
+    """A stack of VALID convolutions with ReLUs, flatten, Linear 256, ReLU: the shallow torsos.
+
+    A subclass builds `self._convs` (the `snt.Conv2D`s, in order) and `self._linear`.
+    """
+
+    _convs: list[snt.Conv2D]
+    _linear: snt.Linear
+
+    def __call__(self, frame: tf.Tensor) -> tf.Tensor:
+        """Args: frame: uint8 `[N, H, W, C]`. Returns: float32 `[N, 256]`."""
+        x = _frame_to_float(frame)
+        for conv in self._convs:
+            x = tf.nn.relu(conv(x))
+        return tf.nn.relu(self._linear(snt.Flatten()(x)))
+
+
+class ShallowTorso(_ConvTorso):
     """The DMLab shallow model's torso (Figure 3, left): a reconstruction, UNVERIFIED.
 
     Conv 8x8/4 16 ReLU, Conv 4x4/2 32 ReLU (both VALID), flatten, Linear 256, ReLU. DMLab
@@ -234,15 +251,8 @@ class ShallowTorso(snt.Module):
         ]
         self._linear = snt.Linear(TORSO_OUTPUT_SIZE, name="linear")
 
-    def __call__(self, frame: tf.Tensor) -> tf.Tensor:
-        """Args: frame: uint8 `[N, H, W, C]`. Returns: float32 `[N, 256]`."""
-        x = _frame_to_float(frame)
-        for conv in self._convs:
-            x = tf.nn.relu(conv(x))
-        return tf.nn.relu(self._linear(snt.Flatten()(x)))
 
-
-class AtariShallowTorso(snt.Module):
+class AtariShallowTorso(_ConvTorso):
     """The Atari shallow model's torso (paper section 5.3.2); the exact layers are UNVERIFIED.
 
     The paper says "a shallow network that is equivalent to the feed forward network used in (Mnih
@@ -260,13 +270,6 @@ class AtariShallowTorso(snt.Module):
             snt.Conv2D(64, 3, stride=1, padding="VALID", name="conv_2"),
         ]
         self._linear = snt.Linear(TORSO_OUTPUT_SIZE, name="linear")
-
-    def __call__(self, frame: tf.Tensor) -> tf.Tensor:
-        """Args: frame: uint8 `[N, H, W, C]`. Returns: float32 `[N, 256]`."""
-        x = _frame_to_float(frame)
-        for conv in self._convs:
-            x = tf.nn.relu(conv(x))
-        return tf.nn.relu(self._linear(snt.Flatten()(x)))
 
 
 def tokenize_instructions(instructions: Any) -> InstructionTokens:
