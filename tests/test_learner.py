@@ -61,6 +61,15 @@ def to_tensors(batch):
     return tree.map_structure(tf.convert_to_tensor, batch)
 
 
+def rerun_and_align(agent, batch):
+    """`batch` time-major, the learner's re-run of it from its initial state, and the two aligned."""
+    time_major = learner_lib.to_time_major(to_tensors(batch))
+    outputs, _ = agent.unroll(
+        time_major.agent_outputs.action, time_major.env_outputs, time_major.agent_state
+    )
+    return time_major, outputs, learner_lib.align(time_major, outputs)
+
+
 @pytest.fixture(scope="module")
 def agent_and_batch():
     tf.random.set_seed(0)
@@ -71,11 +80,7 @@ def agent_and_batch():
 
 def test_reward_equals_action_after_the_shift(agent_and_batch):
     agent, batch = agent_and_batch
-    time_major = learner_lib.to_time_major(to_tensors(batch))
-    outputs, _ = agent.unroll(
-        time_major.agent_outputs.action, time_major.env_outputs, time_major.agent_state
-    )
-    aligned = learner_lib.align(time_major, outputs)
+    _, _, aligned = rerun_and_align(agent, batch)
     np.testing.assert_array_equal(
         aligned.rewards.numpy(), aligned.actions.numpy().astype(np.float32)
     )
@@ -99,11 +104,7 @@ def test_done_marks_the_action_that_ended_the_episode(agent_and_batch):
 def test_learner_rerun_reproduces_the_actor_policy(agent_and_batch):
     """Same weights: the learner's re-run from the initial state gives the actor's logits."""
     agent, batch = agent_and_batch
-    time_major = learner_lib.to_time_major(to_tensors(batch))
-    outputs, _ = agent.unroll(
-        time_major.agent_outputs.action, time_major.env_outputs, time_major.agent_state
-    )
-    aligned = learner_lib.align(time_major, outputs)
+    time_major, outputs, aligned = rerun_and_align(agent, batch)
     np.testing.assert_allclose(
         aligned.target_logits.numpy(), aligned.behaviour_logits.numpy(), atol=1e-5
     )

@@ -224,14 +224,21 @@ def run_steps(agent, last_actions, env, state):
     return np.stack(logits), np.stack(baselines), state
 
 
-def test_steps_equal_unroll_with_done_mid_sequence():
-    t, b, a = 4, 2, 5
-    rng = np.random.default_rng(1)
-    agent = networks.Agent(a, "shallow", use_lstm=True, use_instruction=True)
+def recurrent_unroll_inputs(seed, kind, t, b, a, done_at):
+    """`(rng, agent, env_outputs, last_actions)`: an LSTM agent with instructions and a random toy
+    unroll `[t, b]` whose episode ends at the step `done_at` (time, example)."""
+    rng = np.random.default_rng(seed)
+    agent = networks.Agent(a, kind, use_lstm=True, use_instruction=True)
     done = np.zeros((t, b), bool)
-    done[2, 1] = True
+    done[done_at] = True
     env = make_env_outputs(rng, TOY, t, b, done=done)
     last_actions = rng.integers(0, a, size=(t, b)).astype(np.int32)
+    return rng, agent, env, last_actions
+
+
+def test_steps_equal_unroll_with_done_mid_sequence():
+    t, b, a = 4, 2, 5
+    rng, agent, env, last_actions = recurrent_unroll_inputs(1, "shallow", t, b, a, done_at=(2, 1))
     # A non-zero initial state, so that the state actually matters.
     init = networks.LSTMState(
         tf.constant(rng.normal(size=(b, 256)), tf.float32),
@@ -279,12 +286,7 @@ def test_steps_equal_unroll_with_done_mid_sequence():
 
 def test_eager_equals_tf_function_and_xla():
     t, b, a = 3, 2, 4
-    rng = np.random.default_rng(2)
-    agent = networks.Agent(a, "deep", use_lstm=True, use_instruction=True)
-    done = np.zeros((t, b), bool)
-    done[1, 0] = True
-    env = make_env_outputs(rng, TOY, t, b, done=done)
-    last_actions = rng.integers(0, a, size=(t, b)).astype(np.int32)
+    _, agent, env, last_actions = recurrent_unroll_inputs(2, "deep", t, b, a, done_at=(1, 0))
     init = agent.initial_state(b)
     eager, eager_state = agent.unroll(last_actions, env, init)
     graph, graph_state = tf.function(agent.unroll)(last_actions, env, init)
