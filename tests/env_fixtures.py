@@ -10,7 +10,9 @@ that starts processes uses; the library's own stopping is `impala_tf.run.supervi
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import json
 import os
 import signal
 import subprocess
@@ -206,6 +208,19 @@ def run_tf_script(tmp_path, name: str, text: str, timeout: float = 170) -> None:
     assert "OK" in result.stdout
 
 
+def run_module(module: str, *args: str, timeout: float = 170) -> subprocess.CompletedProcess:
+    """Runs `python -m module args...` from the repository root (the repository on PYTHONPATH,
+    TensorFlow's C++ logs quiet) and returns it finished, its output captured as text."""
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": REPO, "TF_CPP_MIN_LOG_LEVEL": "2"},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 # --- Processes. --------------------------------------------------------------------------------------
 
 
@@ -316,6 +331,28 @@ def _kill(processes: list[psutil.Process]) -> None:
     psutil.wait_procs(processes, timeout=10)
 
 
+def output_of_session(process, timeout: float) -> str:
+    """The output of `start_in_session`'s `process` (piped) once it exits within `timeout` s; then
+    its session is SIGKILLed and checked to leave nothing behind."""
+    try:
+        output, _ = process.communicate(timeout=timeout)
+    finally:
+        kill_tree(process)
+    assert_no_leftovers(process)
+    return output.decode(errors="replace")
+
+
+def finish_in_session(process, timeout: float, log_path) -> str:
+    """Asserts that `start_in_session`'s `process` exits 0 within `timeout` s (showing its log at
+    `log_path` if not); then SIGKILLs its session, checks nothing is left and returns the log."""
+    try:
+        assert process.wait(timeout=timeout) == 0, read_text(log_path)
+    finally:
+        kill_tree(process)
+    assert_no_leftovers(process)
+    return read_text(log_path)
+
+
 def kill_tree(process) -> None:
     """Test cleanup: SIGKILLs the Popen `process` and its descendants, and reaps it."""
     try:
@@ -338,3 +375,41 @@ def kill_parent_and_children(parent, pids) -> None:
             pass
     _kill(alive)
     kill_tree(parent)
+
+
+@contextlib.contextmanager
+def parent_of_workers(tmp_path, script: str, env=None):
+    """Runs `script` as a parent process of environment workers; yields `(parent, report)`.
+
+    `script` is Python with `{repo!r}` and `{tests!r}` placeholders (the repository and this folder,
+    for its `sys.path`); it starts its workers, prints one JSON line holding at least their "pids"
+    and then waits. On exit the workers and the parent are SIGKILLed and the parent reaped.
+    """
+    path = tmp_path / "parent.py"
+    path.write_text(script.format(repo=REPO, tests=os.path.join(REPO, "tests")))
+    pids = []
+    with open(tmp_path / "stderr.txt", "w") as log:
+        parent = subprocess.Popen(
+            [sys.executable, str(path)], stdout=subprocess.PIPE, stderr=log, text=True, env=env
+        )
+        try:
+            line = parent.stdout.readline()
+            assert line, (tmp_path / "stderr.txt").read_text()[-2000:]
+            report = json.loads(line)
+            pids = report["pids"]
+            yield parent, report
+        finally:
+            kill_parent_and_children(parent, pids)
+
+
+@contextlib.contextmanager
+def no_leaked_children(timeout: float = 5.0):
+    """Fails unless every child process started inside the block (at any depth) has exited within
+    `timeout` seconds of its end; those left are SIGKILLed first."""
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    yield
+    new = [p.pid for p in psutil.Process().children(recursive=True) if p.pid not in before]
+    left = wait_processes_gone(new, timeout)
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"leaked child processes {left}"

@@ -22,7 +22,14 @@ import subprocess
 import sys
 
 import pytest
-from env_fixtures import assert_no_leftovers, kill_tree, read_text, repo_env
+from env_fixtures import (
+    assert_no_leftovers,
+    finish_in_session,
+    kill_tree,
+    read_text,
+    repo_env,
+    start_in_session,
+)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO not in sys.path:
@@ -553,21 +560,7 @@ def test_rendered_kubernetes_roles_train_together_on_loopback(tmp_path):
         for role, index in (("learner", 0), ("actor", 0), ("actor", 1)):
             log = tmp_path / f"{role}-{index}.log"
             env = repo_env(**_pod_env(jobs[role], index, IMPALA_CLUSTER=loopback))
-            with open(log, "wb") as out:
-                processes.append(
-                    (
-                        log,
-                        subprocess.Popen(
-                            _pod_command(jobs[role]),
-                            cwd=REPO,
-                            env=env,
-                            stdout=out,
-                            stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL,
-                            start_new_session=True,
-                        ),
-                    )
-                )
+            processes.append((log, start_in_session(_pod_command(jobs[role]), log, env)))
         (learner_log, learner), *actors = processes
         assert learner.wait(timeout=200) == 0, read_text(learner_log)
         for log, actor in actors:
@@ -618,22 +611,8 @@ def test_rendered_slurm_script_trains_on_loopback(tmp_path):
         FAKE_NODES="localhost localhost",
     )
     log = tmp_path / "job.out"
-    with open(log, "wb") as out:
-        job = subprocess.Popen(
-            ["bash", str(script)],
-            cwd=REPO,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    try:
-        assert job.wait(timeout=220) == 0, read_text(log)
-    finally:
-        kill_tree(job)
-    assert_no_leftovers(job)
-    output = read_text(log)
+    job = start_in_session(["bash", str(script)], log, env)
+    output = finish_in_session(job, 220, log)
     assert f"[learner 0] serving on localhost:{learner_port}" in output, output
     done = re.search(r"\[learner 0\] done: ([\d,]+) frames", output)
     assert done and int(done.group(1).replace(",", "")) >= frames, output

@@ -31,7 +31,7 @@ import sys
 
 import numpy as np
 import pytest
-from env_fixtures import assert_no_leftovers, kill_tree, repo_env, start_in_session
+from env_fixtures import output_of_session, repo_env, start_in_session
 
 import dmlab30
 from impala_tf.base.configs import EnvConfig
@@ -257,12 +257,7 @@ def test_a_run_on_a_level_without_its_map_ends_with_the_engines_words_on_the_con
         ],
         env=repo_env(),  # Keeps the PYTHONPATH that holds deepmind_lab.
     )
-    try:
-        output, _ = process.communicate(timeout=840)
-    finally:
-        kill_tree(process)
-    assert_no_leftovers(process)
-    output = output.decode(errors="replace")
+    output = output_of_session(process, timeout=840)
     if process.returncode == 0:
         pytest.skip("this build has natlab_fixed_large_map's map")
     assert process.returncode == launcher.EXIT_ACTOR_FAILING, output

@@ -8,20 +8,13 @@ import subprocess
 import sys
 
 import pytest
+from env_fixtures import run_module
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def run(*flags, timeout=170):
-    env = {**os.environ, "PYTHONPATH": REPO, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    return subprocess.run(
-        [sys.executable, "-m", "impala_tf.experiment", *flags],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return run_module("impala_tf.experiment", *flags, timeout=timeout)
 
 
 def deep_dmlab_parameters(num_actions=9):
@@ -65,15 +58,23 @@ RELEASE_SINGLE_LEVEL = (
 )
 
 
+def describe_release_command(flags, preset):
+    """`(result, settings)` of `--mode=describe` with a release command's `flags`, after checking
+    that the level chose `preset` and that it set DMLab's action repeats, unroll length and RMSProp
+    epsilon (Table D.3)."""
+    result = run("--mode=describe", *flags)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"Preset: {preset} (chosen from the level)")
+    got = settings_of(result.stdout)
+    assert got["env.num_action_repeats"] == (4, f"preset {preset}")
+    assert got["learner.unroll_length"] == (100, f"preset {preset}")
+    assert got["learner.epsilon"] == (0.1, f"preset {preset}")
+    return result, got
+
+
 @pytest.mark.timeout(300)
 def test_release_dmlab30_command_without_preset_gets_the_papers_settings():
-    result = run("--mode=describe", *RELEASE_DMLAB30)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith("Preset: dmlab30 (chosen from the level)")
-    got = settings_of(result.stdout)
-    assert got["env.num_action_repeats"] == (4, "preset dmlab30")
-    assert got["learner.unroll_length"] == (100, "preset dmlab30")
-    assert got["learner.epsilon"] == (0.1, "preset dmlab30")
+    result, got = describe_release_command(RELEASE_DMLAB30, "dmlab30")
     assert got["learner.reward_clipping"] == ("soft_asymmetric", "flag")
     assert got["learner.entropy_cost"] == (0.0033391318945337044, "flag")
     assert got["learner.learning_rate"] == (0.00031866995608948655, "flag")
@@ -97,13 +98,7 @@ def test_release_dmlab30_command_without_preset_gets_the_papers_settings():
 
 @pytest.mark.timeout(300)
 def test_release_single_level_command_without_preset_gets_the_papers_settings():
-    result = run("--mode=describe", *RELEASE_SINGLE_LEVEL)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith("Preset: dmlab (chosen from the level)")
-    got = settings_of(result.stdout)
-    assert got["env.num_action_repeats"] == (4, "preset dmlab")
-    assert got["learner.unroll_length"] == (100, "preset dmlab")
-    assert got["learner.epsilon"] == (0.1, "preset dmlab")
+    _, got = describe_release_command(RELEASE_SINGLE_LEVEL, "dmlab")
     assert got["learner.entropy_cost"] == (0.00025, "preset dmlab")  # The release's defaults.
     assert got["learner.learning_rate"] == (0.00048, "preset dmlab")
     assert got["learner.reward_clipping"] == ("abs_one", "preset dmlab")

@@ -8,14 +8,12 @@ logical CPU devices for the `tf.distribute` test).
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from env_fixtures import run_tf_script
 
 from impala_tf.maths import optimizers
 
@@ -243,21 +241,5 @@ _DISTRIBUTED_SCRIPT = textwrap.dedent(
 
 
 @pytest.mark.timeout(120)
-def test_mirrored_strategy_two_devices():
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ, PYTHONPATH=repo, TF_CPP_MIN_LOG_LEVEL="2")
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _DISTRIBUTED_SCRIPT],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        stdout, stderr = proc.communicate(timeout=110)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 0, stderr[-3000:]
-    assert "DISTRIBUTED_OK" in stdout
+def test_mirrored_strategy_two_devices(tmp_path):
+    run_tf_script(tmp_path, "distributed.py", _DISTRIBUTED_SCRIPT, timeout=110)

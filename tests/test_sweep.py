@@ -14,7 +14,6 @@ import io
 import json
 import math
 import os
-import subprocess
 import sys
 import textwrap
 import time
@@ -22,6 +21,7 @@ import time
 import numpy as np
 import psutil
 import pytest
+from env_fixtures import run_module
 
 from impala_tf.paper import table2 as paper_table2
 from impala_tf.reports import common, table2
@@ -452,15 +452,7 @@ def test_paper_values_are_table_2():
 
 
 def _sweep_cli(*args, timeout=120):
-    env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="2")
-    return subprocess.run(
-        [sys.executable, "-m", "impala_tf.sweep", *args],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return run_module("impala_tf.sweep", *args, timeout=timeout)
 
 
 @pytest.mark.timeout(120)

@@ -162,6 +162,15 @@ def kill_all(children):
     assert all(child.proc.poll() is not None for child in children)
 
 
+def close_then_kill(clients, children):
+    """Closes the transport `clients` while the learners live, then kills the `children`: a client
+    collected after its learner died would wait for its session's deadline to release each
+    callable (about 2 minutes for four of them)."""
+    for client in clients:
+        client.close()
+    kill_all(children)
+
+
 @pytest.fixture(scope="module")
 def tf_module():
     import tensorflow as tf
@@ -179,6 +188,14 @@ def learner(tf_module):
     server = transport.start_learner_server(cluster, 0)
     yield cluster, server
     # In-process servers cannot be stopped in TF 2.21; each test uses its own port.
+
+
+@pytest.fixture()
+def learner_with_queue(learner):
+    """`(cluster, queue)`: the `learner` fixture's server with a `SMALL_SPECS` queue of capacity 1
+    (the release's `tf.FIFOQueue`)."""
+    cluster, server = learner
+    return cluster, transport.TrajectoryQueue(server, SMALL_SPECS, capacity=1)
 
 
 @pytest.mark.timeout(60)
@@ -375,9 +392,8 @@ def test_close_ends_the_background_dequeue_of_a_timed_out_call(learner):
 
 
 @pytest.mark.timeout(60)
-def test_close_unblocks_blocked_enqueue(learner):
-    cluster, server = learner
-    learner_queue = transport.TrajectoryQueue(server, SMALL_SPECS, capacity=1)
+def test_close_unblocks_blocked_enqueue(learner_with_queue):
+    cluster, learner_queue = learner_with_queue
     client = transport.QueueClient(cluster.learner_hosts[0], SMALL_SPECS, poll_seconds=0.5)
     client.enqueue(small_trajectory(0, 0))  # Fills the queue.
     thread, outcome = _run_in_thread(lambda: client.enqueue(small_trajectory(0, 1)))
@@ -460,9 +476,8 @@ def test_unreachable_learner_raises_within_bound(tf_module):
 
 @pytest.mark.integration
 @pytest.mark.timeout(120)
-def test_two_actor_processes_feed_one_learner(learner):
-    cluster, server = learner
-    learner_queue = transport.TrajectoryQueue(server, SMALL_SPECS, capacity=1)
+def test_two_actor_processes_feed_one_learner(learner_with_queue):
+    cluster, learner_queue = learner_with_queue
     children = []
     try:
         for actor_id in range(2):
@@ -507,13 +522,11 @@ def test_two_actor_processes_feed_one_learner(learner):
 
 @pytest.mark.integration
 @pytest.mark.timeout(120)
-def test_actor_dies_and_late_actor_joins(learner):
-    cluster, server = learner
-    learner_queue = transport.TrajectoryQueue(server, SMALL_SPECS, capacity=1)
-    children = []
+def test_actor_dies_and_late_actor_joins(learner_with_queue):
+    cluster, learner_queue = learner_with_queue
+    first = Child("actor", target=cluster.learner_hosts[0], actor_id=0, count=1000)
+    children = [first]
     try:
-        first = Child("actor", target=cluster.learner_hosts[0], actor_id=0, count=1000)
-        children.append(first)
         assert learner_queue.dequeue_many(2, timeout=60)["actor_id"].tolist() == [0, 0]
         first.kill()  # Dies (probably while blocked on the full queue).
         # A new actor joins after the learner has been running; its session is brand new.
@@ -574,11 +587,7 @@ def test_learner_restart_client_reconnects(tf_module):
         client.enqueue(small_trajectory(1, 2))
         assert children[-1].expect("got", 30) == "1 2"
     finally:
-        for (
-            c
-        ) in clients:  # Before the learner dies (see test_two_learners_apply_identical_updates).
-            c.close()
-        kill_all(children)
+        close_then_kill(clients, children)
 
 
 @pytest.mark.integration
@@ -641,11 +650,7 @@ def test_two_learners_apply_identical_updates(tf_module):
             assert not np.allclose(got, alone, rtol=1e-3)  # The all-reduce mattered.
         assert not np.allclose(w0[0], np.linspace(-1.0, 1.0, FEATURES))  # Training moved weights.
     finally:
-        # Closed while the learners live: a client collected after they died would wait for its
-        # session's deadline to release each callable (about 2 minutes for the four of them).
-        for client in clients.values():
-            client.close()
-        kill_all(children)
+        close_then_kill(clients.values(), children)
 
 
 @pytest.mark.integration

@@ -10,17 +10,13 @@ TensorFlow, about 5 s).
 from __future__ import annotations
 
 import gc
-import json
 import logging
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 
 import numpy as np
-import psutil
 import pytest
 import tree
 from env_fixtures import (
@@ -30,7 +26,8 @@ from env_fixtures import (
     ExitingFactory,
     FailingFactory,
     ProbeFactory,
-    kill_parent_and_children,
+    no_leaked_children,
+    parent_of_workers,
     process_alive,
     wait_processes_gone,
 )
@@ -40,20 +37,12 @@ from impala_tf.base.configs import EnvConfig
 from impala_tf.envs.base import StepStream
 from impala_tf.envs.workers import BatchedEnvironment, EnvFactory, EnvWorker, EnvWorkerError
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TESTS = os.path.join(REPO, "tests")
-
 
 @pytest.fixture(autouse=True)
-def no_leaked_children():
+def no_leaked_children_of_a_test():
     """Fails a test that leaves a child process of this process running."""
-    before = {p.pid for p in psutil.Process().children(recursive=True)}
-    yield
-    new = [p.pid for p in psutil.Process().children(recursive=True) if p.pid not in before]
-    left = wait_processes_gone(new, 5.0)
-    for pid in left:
-        os.kill(pid, signal.SIGKILL)
-    assert not left, f"leaked child processes {left}"
+    with no_leaked_children():
+        yield
 
 
 def _assert_step_equal(batched: structures.StepOutput, index: int, single: structures.StepOutput):
@@ -330,30 +319,14 @@ time.sleep(120)
 
 @pytest.mark.timeout(90)
 def test_killed_parent_leaves_no_orphans_and_children_skip_tensorflow(tmp_path):
-    script = tmp_path / "parent.py"
-    script.write_text(_PARENT_SCRIPT.format(repo=REPO, tests=TESTS))
-    log = open(tmp_path / "stderr.txt", "w")
-    parent = subprocess.Popen(
-        [sys.executable, str(script)],
-        stdout=subprocess.PIPE,
-        stderr=log,
-        text=True,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
-    )
-    pids = []
-    try:
-        line = parent.stdout.readline()
-        assert line, (tmp_path / "stderr.txt").read_text()[-2000:]
-        report = json.loads(line)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    with parent_of_workers(tmp_path, _PARENT_SCRIPT, env) as (parent, report):
         pids = report["pids"]
         assert len(pids) == 2 and all(process_alive(p) for p in pids)
         assert report["probe"] == ""  # The child loaded neither TensorFlow nor Sonnet.
         parent.send_signal(signal.SIGKILL)
         parent.wait(10)
         assert wait_processes_gone(pids, 10.0) == []
-    finally:
-        kill_parent_and_children(parent, pids)
-        log.close()
 
 
 @pytest.mark.timeout(60)

@@ -13,21 +13,18 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-import json
 import os
 import signal
-import subprocess
-import sys
 import threading
 
 import numpy as np
-import psutil
 import pytest
 import tree
 from env_fixtures import (
     SLEEP_ACTION,
     CountingFactory,
-    kill_parent_and_children,
+    no_leaked_children,
+    parent_of_workers,
     wait_processes_gone,
 )
 
@@ -38,8 +35,6 @@ from impala_tf.envs import workers
 from impala_tf.envs.base import Environment
 from impala_tf.envs.workers import BatchedEnvironment, EnvFactory, EnvWorker, EnvWorkerError
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TESTS = os.path.join(REPO, "tests")
 FIXED_LEAVES = ["reward", "episode_return", "episode_step", "game_over", "done", "frame"]
 
 pytestmark = pytest.mark.skipif(
@@ -77,14 +72,9 @@ def _holders(tag: str) -> list[int]:
 @pytest.fixture(autouse=True)
 def no_leaks():
     """Fails a test that leaves a child process running or this process holding shared memory."""
-    before = {p.pid for p in psutil.Process().children(recursive=True)}
     shm_before = set(os.listdir("/dev/shm"))
-    yield
-    new = [p.pid for p in psutil.Process().children(recursive=True) if p.pid not in before]
-    left = wait_processes_gone(new, 5.0)
-    for pid in left:
-        os.kill(pid, signal.SIGKILL)
-    assert not left, f"leaked child processes {left}"
+    with no_leaked_children():
+        yield
     gc.collect()
     assert _shared_refs(os.getpid(), _tag(os.getpid())) == 0, "leaked shared memory"
     assert set(os.listdir("/dev/shm")) <= shm_before, "leaked /dev/shm entries"
@@ -323,18 +313,9 @@ time.sleep(120)
 
 @pytest.mark.timeout(90)
 def test_killed_parent_leaves_no_orphans_and_no_shared_memory(tmp_path):
-    script = tmp_path / "parent.py"
-    script.write_text(_PARENT_SCRIPT.format(repo=REPO, tests=TESTS))
     shm_before = set(os.listdir("/dev/shm"))
-    log = open(tmp_path / "stderr.txt", "w")
-    parent = subprocess.Popen(
-        [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=log, text=True
-    )
-    pids = []
-    try:
-        line = parent.stdout.readline()
-        assert line, (tmp_path / "stderr.txt").read_text()[-2000:]
-        pids = json.loads(line)["pids"]
+    with parent_of_workers(tmp_path, _PARENT_SCRIPT) as (parent, report):
+        pids = report["pids"]
         tag = _tag(parent.pid)
         assert set(_holders(tag)) == {parent.pid, *pids}  # Parent and both children map it.
         parent.send_signal(signal.SIGKILL)
@@ -342,6 +323,3 @@ def test_killed_parent_leaves_no_orphans_and_no_shared_memory(tmp_path):
         assert wait_processes_gone(pids, 10.0) == []
         assert _holders(tag) == []  # No process holds it: the kernel has freed it.
         assert set(os.listdir("/dev/shm")) <= shm_before
-    finally:
-        kill_parent_and_children(parent, pids)
-        log.close()
