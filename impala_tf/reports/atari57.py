@@ -262,12 +262,12 @@ def build_report(results: Sequence[EvaluationResults]) -> Report:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point; returns the exit status (0 ok, 1 bad input)."""
-    parser = common.results_parser(
+    return common.results_main(
+        argv,
         "python -m impala_tf.reports.atari57",
         "Render the IMPALA paper's Atari Table 4 and Table C.1 next to our results.",
+        build_report,
     )
-    args = parser.parse_args(argv)
-    return common.render_report(lambda: build_report(common.load_results_files(args.results)), args)
 
 
 if __name__ == "__main__":

@@ -507,6 +507,35 @@ def render_report(build: Callable[[], Report], args: argparse.Namespace) -> int:
     return 0
 
 
+def results_main(
+    argv: Sequence[str] | None,
+    prog: str,
+    description: str,
+    build: Callable[..., Report],
+    switches: dict[str, str] | None = None,
+) -> int:
+    """The command line of a suite report: results files in, the rendered report out.
+
+    Args:
+      argv: the arguments after the program name (default `sys.argv[1:]`).
+      prog: the command, for the usage line.
+      description: what the report renders.
+      build: makes the report from the loaded results files and, as keyword arguments, the
+        switches.
+      switches: name -> help of extra on/off flags (`--name`) handed to `build`.
+
+    Returns:
+      The exit status: 0, or 1 on bad input (one `error: ...` line).
+    """
+    switches = switches or {}
+    parser = results_parser(prog, description)
+    for name, what in switches.items():
+        parser.add_argument(f"--{name}", action="store_true", help=what)
+    args = parser.parse_args(argv)
+    chosen = {name: getattr(args, name) for name in switches}
+    return render_report(lambda: build(load_results_files(args.results), **chosen), args)
+
+
 def write_output(text: str, output: str | None) -> None:
     """Writes `text` to `output` (creating its directory), or to stdout when `output` is None."""
     if output is None:

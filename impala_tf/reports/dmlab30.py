@@ -34,6 +34,9 @@ NUM_LEVELS = len(levels.TEST_LEVELS)
 PAPER_EPISODES_PER_LEVEL = 500  # The paper's Table 3 caption: 500 episodes per level.
 CAPPED_LABEL = "Mean capped human-normalised score"
 UNCAPPED_LABEL = "Mean uncapped human-normalised score"
+ALLOW_MISSING_HELP = (
+    "render with missing levels as n/a and no mean (default: error, as in the paper)"
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -278,18 +281,12 @@ def build_report(results: Sequence[EvaluationResults], allow_missing: bool = Fal
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point; returns the exit status (0 ok, 1 bad input)."""
-    parser = common.results_parser(
+    return common.results_main(
+        argv,
         "python -m impala_tf.reports.dmlab30",
         "Render the IMPALA paper's DMLab-30 Table 3 and Table B.1 next to our results.",
-    )
-    parser.add_argument(
-        "--allow_missing",
-        action="store_true",
-        help="render with missing levels as n/a and no mean (default: error, as in the paper)",
-    )
-    args = parser.parse_args(argv)
-    return common.render_report(
-        lambda: build_report(common.load_results_files(args.results), args.allow_missing), args
+        build_report,
+        {"allow_missing": ALLOW_MISSING_HELP},
     )
 
 
