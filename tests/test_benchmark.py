@@ -255,16 +255,7 @@ def test_end_to_end_run_in_a_learner_process(tmp_path):
     lines = report.format_ratios(data["ratios"])
     assert any(line.startswith("learner_efficiency=") for line in lines)
     # ... and, when one was measured, against the synthetic update of the same agent, shapes, B, T.
-    synthetic = dict(
-        name="update-shallow-dmlab",
-        agent="shallow",
-        shapes="dmlab",
-        batch_size=2,
-        unroll_length=5,
-        jit_compile=False,
-        seconds_per_update=0.01,
-        environment_frames_per_second=4000.0,
-    )
+    synthetic = _learner_update("update-shallow-dmlab", "shallow", 2, 5, 0.01, 4000.0)
     entry = report.compute_ratios({**sections, "learner_update": [synthetic]})[
         "learner_efficiency"
     ][run["name"]]
@@ -326,20 +317,23 @@ def test_command_line_rejects_unknown_sections(capsys):
     assert "unknown sections ['bogus']" in capsys.readouterr().err
 
 
+def _learner_update(name, agent, batch_size, unroll_length, seconds, frames_per_second):
+    """A `learner_update` record of the benchmark file: one DMLab-shaped update without XLA."""
+    return dict(
+        name=name,
+        agent=agent,
+        shapes="dmlab",
+        batch_size=batch_size,
+        unroll_length=unroll_length,
+        jit_compile=False,
+        seconds_per_update=seconds,
+        environment_frames_per_second=frames_per_second,
+    )
+
+
 def test_vtrace_fraction_scales_by_batch_and_time_when_sizes_differ():
     sections = {
-        "learner_update": [
-            dict(
-                name="u",
-                agent="deep",
-                shapes="dmlab",
-                batch_size=32,
-                unroll_length=100,
-                jit_compile=False,
-                seconds_per_update=2.0,
-                environment_frames_per_second=6400.0,
-            )
-        ],
+        "learner_update": [_learner_update("u", "deep", 32, 100, 2.0, 6400.0)],
         "vtrace": [dict(name="v", unroll_length=20, batch_size=8, seconds_per_call=0.001)],
     }
     fractions = report.compute_ratios(sections)["vtrace_fraction"]
