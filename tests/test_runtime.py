@@ -15,7 +15,9 @@ import psutil
 import pytest
 from env_fixtures import (
     assert_no_leftovers,
+    finish_in_session,
     kill_tree,
+    output_of_session,
     read_text,
     repo_env,
     start_in_session,
@@ -60,11 +62,7 @@ def test_learns_catch_end_to_end_and_resumes(tmp_path):
     first = _start(
         f"--logdir={logdir}", "--total_environment_frames=16000", log_path=tmp_path / "first.log"
     )
-    try:
-        assert first.wait(timeout=200) == 0, read_text(tmp_path / "first.log")
-    finally:
-        kill_tree(first)
-    assert_no_leftovers(first)
+    finish_in_session(first, 200, tmp_path / "first.log")
     frames_after_first = int(_episodes(logdir)[-1]["environment_frames"])
     assert frames_after_first <= 16000 + 8 * 20 * 2
 
@@ -74,12 +72,7 @@ def test_learns_catch_end_to_end_and_resumes(tmp_path):
         "--summary_seconds=2",
         log_path=tmp_path / "second.log",
     )
-    try:
-        assert second.wait(timeout=300) == 0, read_text(tmp_path / "second.log")
-    finally:
-        kill_tree(second)
-    assert_no_leftovers(second)
-    output = read_text(tmp_path / "second.log")
+    output = finish_in_session(second, 300, tmp_path / "second.log")
     assert "resumed from" in output, output
     rows = _episodes(logdir)
     resumed = [r for r in rows if int(r["environment_frames"]) > frames_after_first]
@@ -287,11 +280,7 @@ def test_two_synchronous_learners_end_with_identical_weights(tmp_path):
         "--total_environment_frames=4000",
         log_path=tmp_path / "run.log",
     )
-    try:
-        assert run.wait(timeout=280) == 0, read_text(tmp_path / "run.log")
-    finally:
-        kill_tree(run)
-    assert_no_leftovers(run)
+    finish_in_session(run, 280, tmp_path / "run.log")
 
     def last(text, prefix):
         lines = [line for line in text.splitlines() if line.startswith(prefix)]
@@ -319,7 +308,7 @@ def test_an_environment_that_cannot_load_ends_the_run_with_its_own_error(tmp_pat
     logdir = tmp_path / "run"
     env = repo_env()
     env["PYTHONPATH"] = testing.fake_deepmind_lab_path() + os.pathsep + env["PYTHONPATH"]
-    process = subprocess.Popen(
+    process = start_in_session(
         _experiment(
             "--level_name=missing_map_arena",
             "--agent=shallow",
@@ -329,19 +318,9 @@ def test_an_environment_that_cannot_load_ends_the_run_with_its_own_error(tmp_pat
             "--total_environment_frames=100000",
             f"--logdir={logdir}",
         ),
-        cwd=REPO,
         env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        start_new_session=True,
     )
-    try:
-        output, _ = process.communicate(timeout=380)
-    finally:
-        kill_tree(process)
-    assert_no_leftovers(process)
-    output = output.decode(errors="replace")
+    output = output_of_session(process, 380)
     assert process.returncode == launcher.EXIT_ACTOR_FAILING, output
     assert "Didn't find map 'missing_map_arena'" in output
     assert "5 times in a row without a learner update: giving up" in output
