@@ -11,7 +11,7 @@ import tree
 from impala_tf import envs
 from impala_tf.agent import learner as learner_lib
 from impala_tf.base import configs, structures
-from impala_tf.run import builders, checkpoints, rundir
+from impala_tf.run import builders, checkpoints, rundir, runtime
 from impala_tf.studies.pbt import member as pbt_member
 from impala_tf.studies.pbt import protocol
 
@@ -32,16 +32,10 @@ def member_config(index, **pbt):
     return envs.complete_config(configs.from_preset("toy", overrides))
 
 
-class Books:
-    """What `member.attach` reads from the learner's books."""
-
-    def __init__(self, config, logdir, learner, manager):
-        self.config = config
-        self.run_dir = rundir.RunDir(logdir)
-        self.learner = learner
-        self.manager = manager
-        self.summaries = None
-        self.prefix = f"[member {config.pbt.pbt_member}]"
+def learner_context(config, logdir, learner, manager):
+    """The `runtime.LearnerContext` a learner hands `member.attach`: all a member may read of it."""
+    prefix = f"[member {config.pbt.pbt_member}]"
+    return runtime.LearnerContext(config, rundir.RunDir(logdir), prefix, learner, manager, None)
 
 
 def make_learner(config, logdir, seed):
@@ -80,7 +74,9 @@ def test_copy_between_updates_keeps_own_counters_and_survives_a_restart(tmp_path
 
     learner, manager = make_learner(configs_[1], dirs[1], seed=2)
     protocol.write_instruction(pbt_dir, 1, protocol.Instruction(0, {"learning_rate": 1e-7}))
-    member = pbt_member.attach(Books(configs_[1], dirs[1], learner, manager), threading.Event())
+    member = pbt_member.attach(
+        learner_context(configs_[1], dirs[1], learner, manager), threading.Event()
+    )
     assert learner.hyperparameters.values()["learning_rate"] == 1e-7
     assert (
         learner.hyperparameters.values()["epsilon"] == configs_[1].learner.epsilon
@@ -123,7 +119,7 @@ def test_copy_between_updates_keeps_own_counters_and_survives_a_restart(tmp_path
     restarted, restarted_manager = make_learner(configs_[1], dirs[1], seed=3)
     restarted_manager.checkpoint.restore(restarted_manager.latest_checkpoint)
     again = pbt_member.attach(
-        Books(configs_[1], dirs[1], restarted, restarted_manager), threading.Event()
+        learner_context(configs_[1], dirs[1], restarted, restarted_manager), threading.Event()
     )
     assert again.step == 1
     for mine, theirs in zip(weights(restarted), weights(source), strict=True):
@@ -142,14 +138,17 @@ def test_a_missing_checkpoint_falls_back_to_the_members_newest(tmp_path):
     protocol.write_instruction(
         pbt_dir, 1, protocol.Instruction(3, {"learning_rate": 1e-3, "entropy_cost": 0.01}, 0, gone)
     )
-    pbt_member.attach(Books(configs_[1], dirs[1], learner, manager), threading.Event())
+    pbt_member.attach(learner_context(configs_[1], dirs[1], learner, manager), threading.Event())
     for mine, theirs in zip(weights(learner), weights(source), strict=True):
         np.testing.assert_array_equal(mine, theirs)
 
 
 def test_a_fixed_configuration_is_not_a_member(tmp_path):
     config = envs.complete_config(configs.from_preset("toy"))
-    assert pbt_member.attach(Books(config, str(tmp_path), None, None), threading.Event()) is None
+    assert (
+        pbt_member.attach(learner_context(config, str(tmp_path), None, None), threading.Event())
+        is None
+    )
 
 
 def test_waiting_for_the_first_instruction_ends_with_the_stop_flag(tmp_path):
@@ -158,5 +157,5 @@ def test_waiting_for_the_first_instruction_ends_with_the_stop_flag(tmp_path):
     learner, manager = make_learner(config, logdir, seed=1)
     stop = threading.Event()
     threading.Timer(0.3, stop.set).start()
-    member = pbt_member.attach(Books(config, logdir, learner, manager), stop)
+    member = pbt_member.attach(learner_context(config, logdir, learner, manager), stop)
     assert member.step == -1

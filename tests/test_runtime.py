@@ -338,3 +338,35 @@ def test_a_pbt_member_learner_refuses_to_start_without_the_member_hook(tmp_path)
     with pytest.raises(ValueError, match="attach_member"):
         runtime.run_learner(config, cluster.local_cluster(1))
     assert not os.path.exists(tmp_path / "run")
+
+
+def test_stop_learner_loop_closes_the_queue_before_the_books_and_joins_after():
+    """The shutdown order `run_learner` and the benchmark share: no new batch before the books
+    close, the threads joined only after them; a queue that fails to close changes nothing."""
+    from impala_tf.run import runtime
+
+    calls = []
+
+    class Recorder:
+        def __init__(self, name, failing=()):
+            self.name, self.failing = name, failing
+
+        def __getattr__(self, method):
+            def call(*args, **kwargs):
+                calls.append(f"{self.name}.{method}")
+                if method in self.failing:
+                    raise RuntimeError("closed already")
+
+            return call
+
+    for failing in ((), ("close",)):
+        calls.clear()
+        queue = Recorder("queue", failing)
+        runtime.stop_learner_loop(Recorder("prefetcher"), queue, lambda: calls.append("books"))
+        assert calls == [
+            "prefetcher.stop",
+            "queue.close",
+            "books",
+            "prefetcher.join",
+            "queue.join_dequeues",
+        ]

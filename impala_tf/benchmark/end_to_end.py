@@ -32,7 +32,7 @@ from impala_tf import testing
 from impala_tf.agent import learner as learner_lib
 from impala_tf.base import configs
 from impala_tf.benchmark import bound, common, process, runs
-from impala_tf.run import builders, runtime, transport
+from impala_tf.run import builders, runtime
 from impala_tf.run import cluster as cluster_lib
 
 
@@ -46,9 +46,9 @@ def bench_end_to_end(
 ) -> dict[str, Any]:
     """A learner in this process fed by `run["actors"]` `runtime.run_actor` processes.
 
-    The learner loop is `runtime.run_learner`'s without the bookkeeping: the same prefetcher and
-    the same `runtime.update_and_publish` (train step, publish after every update, episode
-    extraction). Frames/s = frames trained in the window / window seconds. `actor_cpus` pins the
+    The learner loop is `runtime.run_learner`'s without the bookkeeping: the same queue and store
+    (`runtime.serve_learner`), prefetcher, `runtime.update_and_publish` (train step, publish after
+    every update, episode extraction) and shutdown order (`runtime.stop_learner_loop`). Frames/s = frames trained in the window / window seconds. `actor_cpus` pins the
     actor processes and their env workers to those CPUs.
 
     Before the window (actors suspended) and after it (actors stopped), the same learner times
@@ -66,12 +66,7 @@ def bench_end_to_end(
     learner = learner_lib.Learner(agent, lc, repeats, jit_compile=run.get("jit", False))
     learner.build(common.to_tensors(tree.map_structure(lambda s: s.zeros([1]), specs)))
     cluster = cluster_lib.local_cluster(1)
-    server = transport.start_learner_server(cluster, 0)
-    capacity = max(1, lc.batch_size * runtime.QUEUE_CAPACITY_PER_BATCH)
-    trajectory_queue = transport.TrajectoryQueue(
-        server, builders.queue_specs(config, agent), 0, capacity=capacity
-    )
-    store = transport.ParameterStore(server, builders.parameter_specs(agent), 0)
+    trajectory_queue, store = runtime.serve_learner(config, cluster, 0, agent)
     store.publish(agent.trainable_variables, 0)
     logdir = tempfile.mkdtemp(prefix="impala_bench_")
     children = [
@@ -154,14 +149,9 @@ def bench_end_to_end(
         )
     finally:
         memory = sampler.stop()
-        prefetcher.stop()
-        try:
-            trajectory_queue.close()
-        except Exception:  # noqa: BLE001 - best effort; actors are stopped below anyway.
-            pass
-        process.stop_children(children)
-        prefetcher.join(timeout=runtime.SHUTDOWN_JOIN_SECONDS)
-        trajectory_queue.join_dequeues(timeout=runtime.SHUTDOWN_JOIN_SECONDS)
+        runtime.stop_learner_loop(
+            prefetcher, trajectory_queue, lambda: process.stop_children(children)
+        )
         trajectory_queue.close_session()
     fps = updates * frames_per_update / window
     time.sleep(1.0)  # The stopped actors' CPU use settles.

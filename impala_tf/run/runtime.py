@@ -15,6 +15,7 @@ g mod (number of levels), round robin as in the release.
 
 from __future__ import annotations
 
+import dataclasses
 import faulthandler
 import logging
 import os
@@ -24,7 +25,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import tensorflow as tf
@@ -41,10 +42,41 @@ from impala_tf.run import cluster as cluster_lib
 
 _LOG = logging.getLogger(__name__)
 
-# A PBT member's side of the learner: `attach(books, stop)` is given the learner's `_LearnerBooks`
-# and its stop event, and returns None (not a member) or an object with `after_update(episodes)`
-# (called after each update) and `close()` (called once the loop ends).
-AttachMember = Callable[[Any, threading.Event], Any]
+
+@dataclasses.dataclass(frozen=True)
+class LearnerContext:
+    """What a learner hook may use of the learner it plugs into (`run_learner`'s `attach_member`).
+
+    Attributes:
+      config: the run's configuration.
+      run_dir: the run directory.
+      prefix: the learner's console prefix (`[learner <task>]`).
+      learner: the `impala_tf.agent.learner.Learner`: its live hyperparameters, counters, optimiser.
+      manager: the run's `tf.train.CheckpointManager` (the newest checkpoint; saving one).
+      summaries: the chief learner's TensorBoard writer (`bookkeeping.Summaries`), else None.
+    """
+
+    config: configs.Config
+    run_dir: rundir.RunDir
+    prefix: str
+    learner: learner_lib.Learner
+    manager: tf.train.CheckpointManager
+    summaries: bookkeeping.Summaries | None
+
+
+class LearnerHook(Protocol):
+    """Something that plugs into the learner loop: a PBT member (paper appendix F)."""
+
+    def after_update(self, episodes: list[structures.EpisodeRecord]) -> None:
+        """Called after each update with the episodes that finished in its batch."""
+
+    def close(self) -> None:
+        """Called once, after the loop ends and the books are closed (the last checkpoint saved)."""
+
+
+# `attach(context, stop)`: given the learner's context and its stop event (set on SIGTERM/SIGINT)
+# before the first update, returns the hook, or None where it has nothing to do in this run.
+AttachHook = Callable[[LearnerContext, threading.Event], LearnerHook | None]
 
 QUEUE_CAPACITY_PER_BATCH = 1  # Queue capacity = batch size: each actor blocks until dequeued.
 SHUTDOWN_JOIN_SECONDS = 30.0  # Bound on waiting for the prefetch and dequeue threads at exit.
@@ -305,6 +337,12 @@ class _LearnerBooks:
         self.stall_reported = False
         self.heartbeat()
 
+    def context(self) -> LearnerContext:
+        """What a learner hook may use (`LearnerContext`)."""
+        return LearnerContext(
+            self.config, self.run_dir, self.prefix, self.learner, self.manager, self.summaries
+        )
+
     def heartbeat(self) -> None:
         if self.is_chief:
             rundir.write_heartbeat(self.run_dir, int(self.learner.num_updates.numpy()), self.frames)
@@ -413,12 +451,62 @@ def _restore(
     return manager
 
 
+def serve_learner(
+    config: configs.Config, cluster: cluster_lib.ClusterConfig, task: int, agent: Any
+) -> tuple[transport.TrajectoryQueue, transport.ParameterStore]:
+    """Starts learner `task`'s server and hosts its trajectory queue and parameter store.
+
+    The queue holds `batch_size x QUEUE_CAPACITY_PER_BATCH` trajectories of the run's queue specs
+    (`builders.queue_specs`: frames sent once where the config says so); the store holds the
+    agent's trainable weights, nothing published yet.
+
+    Returns:
+      `(trajectory_queue, store)`.
+    """
+    server = transport.start_learner_server(cluster, task)
+    trajectory_queue = transport.TrajectoryQueue(
+        server,
+        builders.queue_specs(config, agent),
+        task,
+        capacity=max(1, config.learner.batch_size * QUEUE_CAPACITY_PER_BATCH),
+    )
+    store = transport.ParameterStore(server, builders.parameter_specs(agent), task)
+    return trajectory_queue, store
+
+
+def stop_learner_loop(
+    prefetcher: Prefetcher,
+    trajectory_queue: transport.TrajectoryQueue,
+    then: Callable[[], None],
+) -> None:
+    """Ends a learner loop in the one safe order, `then` (the books, the hooks) in the middle.
+
+    The prefetcher stops, the queue closes (actors stop; a pending dequeue returns), `then` runs,
+    and only then are the prefetch thread and the queue's dequeue threads joined: no thread may be
+    inside TensorFlow when the interpreter exits (it would abort the process), and joining after
+    `then` (the last checkpoint) means a slow thread delays the exit but loses nothing.
+
+    Args:
+      prefetcher: the loop's `Prefetcher`.
+      trajectory_queue: the queue it dequeues from.
+      then: what the loop's owner closes once no new batch can arrive.
+    """
+    prefetcher.stop()
+    try:
+        trajectory_queue.close()
+    except Exception:  # noqa: BLE001 - best effort: actors also notice the learner going away.
+        pass
+    then()
+    prefetcher.join(timeout=SHUTDOWN_JOIN_SECONDS)
+    trajectory_queue.join_dequeues(timeout=SHUTDOWN_JOIN_SECONDS)
+
+
 def run_learner(
     config: configs.Config,
     cluster: cluster_lib.ClusterConfig,
     task: int = 0,
     log_every_seconds: float = 10.0,
-    attach_member: AttachMember | None = None,
+    attach_member: AttachHook | None = None,
 ) -> dict[str, float]:
     """Trains until `total_environment_frames`, or until SIGTERM/SIGINT; returns final stats.
 
@@ -434,7 +522,8 @@ def run_learner(
       task: this learner's index.
       log_every_seconds: how often progress is printed and summaries are written.
       attach_member: how a population-based-training member (paper appendix F) plugs into this
-        loop: `impala_tf.studies.pbt.member.attach`, which `impala_tf.experiment` passes. Required when
+        loop (`AttachHook`: it gets the `LearnerContext` and returns a `LearnerHook`):
+        `impala_tf.studies.pbt.member.attach`, which `impala_tf.experiment` passes. Required when
         `config.pbt.pbt_member >= 0`, so that one run's processes never import the studies of
         many runs.
 
@@ -470,14 +559,7 @@ def run_learner(
     manager = _restore(tf.train.Checkpoint(agent=agent, learner=learner), run_dir, prefix)
     learner.broadcast_state()  # Several learners: all start from the chief's (restored) state.
 
-    server = transport.start_learner_server(cluster, task)
-    trajectory_queue = transport.TrajectoryQueue(
-        server,
-        builders.queue_specs(config, agent),
-        task,
-        capacity=max(1, lc.batch_size * QUEUE_CAPACITY_PER_BATCH),
-    )
-    store = transport.ParameterStore(server, builders.parameter_specs(agent), task)
+    trajectory_queue, store = serve_learner(config, cluster, task, agent)
     store.publish(agent.trainable_variables, int(learner.num_updates.numpy()))
     print(f"{prefix} serving on {cluster.learner_hosts[task]}", flush=True)
 
@@ -485,7 +567,7 @@ def run_learner(
         config, run_dir, task, learner, manager, trajectory_queue, log_every_seconds
     )
     # A PBT member (appendix F), or None.
-    member = attach_member(books, stop.event) if attach_member is not None else None
+    member = attach_member(books.context(), stop.event) if attach_member is not None else None
     replay = replay_lib.mixer_for(
         lc.batch_size, lc.replay_capacity, lc.replay_proportion, seed=config.runtime.seed + task
     )
@@ -513,19 +595,13 @@ def run_learner(
                 member.after_update(episodes)
         healthy = True
     finally:
-        prefetcher.stop()
-        try:
-            trajectory_queue.close()  # Actors stop; a pending dequeue returns.
-        except Exception:  # Best effort: actors also notice the learner going away.
-            pass
-        books.close(save=healthy or skips.streak == 0)
-        if member is not None:
-            member.close()
-        # No thread may be inside TensorFlow when the interpreter exits (it would abort the
-        # process): the prefetch thread and its dequeue end within seconds of the close. Joined
-        # after the checkpoint, so that a slow one delays the exit but loses nothing.
-        prefetcher.join(timeout=SHUTDOWN_JOIN_SECONDS)
-        trajectory_queue.join_dequeues(timeout=SHUTDOWN_JOIN_SECONDS)
+
+        def close_books() -> None:
+            books.close(save=healthy or skips.streak == 0)
+            if member is not None:
+                member.close()
+
+        stop_learner_loop(prefetcher, trajectory_queue, close_books)
     checksum = sum(float(np.sum(np.abs(v.numpy()), dtype=np.float64)) for v in agent.variables)
     print(f"{prefix} weights checksum: {checksum:.10e}", flush=True)
     stats = {

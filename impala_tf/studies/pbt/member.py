@@ -2,7 +2,8 @@
 
 A member is an ordinary training run whose configuration says `pbt_member = i` and whose run
 directory is `<pbt_dir>/members/<i>`. Its learner (`impala_tf.run.runtime.run_learner`) attaches a
-`Member` through `attach`, which the entry point (`impala_tf.experiment`) hands to the learner loop;
+`Member` (a `runtime.LearnerHook`) through `attach`, which the entry point (`impala_tf.experiment`)
+hands to the learner loop; the member sees only the `runtime.LearnerContext`;
 between updates the member:
 
 - keeps the fitness window, the last `pbt_ready_episodes` episode returns (`impala_tf.studies.pbt.fitness`),
@@ -29,29 +30,33 @@ import sys
 import threading
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from impala_tf.base import configs
 from impala_tf.run import checkpoints, rundir
 from impala_tf.studies.pbt import fitness, protocol, rules
 
+if TYPE_CHECKING:  # Only the type: the learner's module (and TensorFlow) is the caller's to load.
+    from impala_tf.run.runtime import LearnerContext
+
 POLL_SECONDS = 1.0  # Instruction reads and status writes.
 WAIT_MESSAGE_SECONDS = 30.0
 
 
-def attach(books: Any, stop: threading.Event) -> Member | None:
+def attach(context: LearnerContext, stop: threading.Event) -> Member | None:
     """The member side of a learner, started (first instruction applied), or None when the run is
-    not a PBT member.
+    not a PBT member: the `runtime.AttachHook` that `impala_tf.experiment` hands to
+    `runtime.run_learner`.
 
     Args:
-      books: the learner's `impala_tf.run.runtime._LearnerBooks` (config, run directory, learner,
-        checkpoint manager, summaries, console prefix).
+      context: what the learner lends its hooks (`impala_tf.run.runtime.LearnerContext`: config,
+        run directory, console prefix, learner, checkpoint manager, summaries).
       stop: set when the learner is asked to stop (ends the wait for a first instruction).
 
     Raises:
       ValueError: a member with several learners (not supported: docs/pbt.md).
     """
-    config = books.config
+    config = context.config
     if config.pbt.pbt_member < 0:
         return None
     if config.runtime.num_learners > 1:
@@ -59,7 +64,7 @@ def attach(books: Any, stop: threading.Event) -> Member | None:
             "a PBT member runs one learner (--num_learners=1): several synchronous learners would "
             "have to apply an instruction at the same update (docs/pbt.md)"
         )
-    member = Member(config, books)
+    member = Member(config, context)
     member.start(stop)
     return member
 
@@ -67,14 +72,14 @@ def attach(books: Any, stop: threading.Event) -> Member | None:
 class Member:
     """See the module docstring."""
 
-    def __init__(self, config: configs.Config, books: Any):
+    def __init__(self, config: configs.Config, context: LearnerContext):
         self.config = config
         self.index = config.pbt.pbt_member
-        self.books = books
-        self.learner = books.learner
-        self.manager = books.manager
-        self.prefix = books.prefix
-        self.logdir = books.run_dir.root
+        self.summaries = context.summaries
+        self.learner = context.learner
+        self.manager = context.manager
+        self.prefix = context.prefix
+        self.logdir = context.run_dir.root
         self.pbt_dir = protocol.pbt_dir_of_member(self.logdir)
         self.evolved = config.pbt.evolved()
         self.kind = fitness.kind(config.env.level_name)
@@ -182,8 +187,8 @@ class Member:
             value,
             self.learner.hyperparameters.values(),
         )
-        if self.books.summaries is not None and value is not None:
-            self.books.summaries.scalars(self.frames(), {"pbt/fitness": value})
+        if self.summaries is not None and value is not None:
+            self.summaries.scalars(self.frames(), {"pbt/fitness": value})
 
     def _save_checkpoint(self) -> str | None:
         return checkpoints.save(self.manager, self.frames(), self.prefix)
@@ -271,10 +276,10 @@ class Member:
             current = ", ".join(f"{k}={v:.4g}" for k, v in values.items())
             parts.append(f"hyperparameters unchanged ({current})")
         print(f"{self.prefix} pbt step {instruction.step}: " + "; ".join(parts), flush=True)
-        if self.books.summaries is not None:
+        if self.summaries is not None:
             scalars = {f"pbt/{name}": value for name, value in values.items()}
             scalars["pbt/step"] = instruction.step
             if copied is not None:
                 scalars["pbt/copied_from"] = instruction.copy_from
-            self.books.summaries.scalars(self.frames(), scalars)
-            self.books.summaries.flush()
+            self.summaries.scalars(self.frames(), scalars)
+            self.summaries.flush()
