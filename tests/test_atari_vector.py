@@ -327,7 +327,8 @@ def test_run_actor_feeds_its_learner_from_the_native_backend():
     server = transport.start_learner_server(cluster, 0)  # Lives until the test process exits.
     agent = builders.build_agent(config)
     # Frames are sent once (the default for Atari, `impala_tf.agent.frame_stacks`).
-    queue = transport.TrajectoryQueue(server, builders.queue_specs(config, agent), capacity=3)
+    codec = builders.trajectory_codec(config, agent)
+    queue = transport.TrajectoryQueue(server, codec.wire_specs, capacity=3)
     store = transport.ParameterStore.for_variables(server, agent.trainable_variables)
     store.publish([v.numpy() for v in agent.trainable_variables], version=4)
     exit_codes = []
@@ -348,7 +349,7 @@ def test_run_actor_feeds_its_learner_from_the_native_backend():
     assert exit_codes == [0]
     assert first.env_outputs.observation.frame.shape == (3, 5 + 4, 84, 84)
     first, second = (
-        structures.Trajectory(*tree.map_structure(np.asarray, runtime.training_tensors(b, 4)))
+        structures.Trajectory(*tree.map_structure(np.asarray, runtime.training_tensors(b, codec)))
         for b in (first, second)
     )
     for batch in (first, second):

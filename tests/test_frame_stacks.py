@@ -137,6 +137,36 @@ def test_queue_specs_send_a_quarter_of_the_frame_bytes_for_atari_only():
     assert builders.queue_specs(off, agent) == whole
     toy = envs.complete_config(configs.from_preset("toy"))
     assert builders.sent_stack_depth(toy) == 0
+    codec = builders.trajectory_codec(atari_config, agent)  # What both ends of the queue use.
+    assert (codec.stack_depth, codec.specs, codec.wire_specs) == (K, whole, sent)
+    assert builders.trajectory_codec(off, agent).wire_specs == whole
+
+
+def test_one_codec_encodes_at_the_actor_and_decodes_at_the_learner():
+    """The codec built once per run: the actor's `record`, `checker` and `assemble` of an unroll,
+    the queue's `wire_specs` and the learner's `decode` give back every observation."""
+    import tree
+
+    stacks, dones = _stacks_from_rule(21, 3, 0.2, seed=5)  # [E, T+1, H, W, K]
+    specs = structures.trajectory_specs(structures.observation_specs((7, 5, K)), 2, 20, ())
+    codec = frame_stacks.TrajectoryCodec(specs, K)
+    assert codec.sends_frames_once and codec.wire_specs == frame_stacks.encoded_specs(specs, K)
+    checker = codec.checker()
+    recorded = []
+    for t in range(21):
+        if t:
+            checker(stacks[:, t - 1], stacks[:, t], dones[:, t])
+        step = _trajectory(stacks[:, t], dones[:, t]).env_outputs  # One batched step [E, ...].
+        recorded.append(codec.record(step))
+    sent = codec.assemble(stacks[:, 0], structures.stack(recorded, axis=1))
+    assert sent.observation.frame.shape == (3, 20 + K, 7, 5)
+    batch = structures.stack([_trajectory(sent.observation.frame[e], dones[e]) for e in range(3)])
+    decoded = codec.decode(tree.map_structure(tf.convert_to_tensor, batch))
+    np.testing.assert_array_equal(decoded.env_outputs.observation.frame.numpy(), stacks)
+    # Whole observations: everything passes through unchanged.
+    whole = frame_stacks.TrajectoryCodec(specs)
+    assert not whole.sends_frames_once and whole.wire_specs == specs and whole.checker() is None
+    assert whole.record(step) is step and whole.decode(batch) is batch
 
 
 class _Recording:
@@ -176,14 +206,15 @@ def test_the_actor_sends_breakout_frames_once_and_the_learner_sees_its_observati
     unroll = 20
     with builders.batched_environment(levels, config, [4, 5]) as env:
         recording = _Recording(env)
-        actor = actor_lib.Actor(agent, recording, unroll, levels, stack_depth=K)
+        codec = frame_stacks.TrajectoryCodec(None, K)
+        actor = actor_lib.Actor(agent, recording, unroll, levels, codec=codec)
         trajectories = [t for _ in range(15) for t in actor.unroll()]
     whole = np.stack(recording.frames, axis=1)  # [E, 1 + 15 T, 84, 84, 4]
     dones = np.stack(recording.dones, axis=1)
     assert dones[:, 1:].any(), "no life lost in 300 steps: the test saw no episode start"
     batch = structures.stack(trajectories)  # [15 E, ...], unroll u of env e at 2 u + e.
     assert batch.env_outputs.observation.frame.shape == (30, unroll + K, 84, 84)
-    tensors = runtime.training_tensors(batch, K)
+    tensors = runtime.training_tensors(batch, codec)
     stacks = tensors.env_outputs.observation.frame.numpy()
     for index in range(30):
         u, e = divmod(index, 2)
@@ -203,8 +234,9 @@ def test_replay_keeps_encoded_trajectories_and_the_update_sees_whole_stacks():
     ]  # Batch b: env b % 4, unroll b // 4.
     mixer = replay.ReplayMixer(batch_size=4, capacity=100, proportion=0.5, seed=0)
     first, second = structures.stack(trajectories[:2]), structures.stack(trajectories[4:6])
-    runtime.mix_in_replay(mixer, first, None, K)
-    mixed = runtime.mix_in_replay(mixer, second, None, K)
+    codec = frame_stacks.TrajectoryCodec(None, K)
+    runtime.mix_in_replay(mixer, first, None, codec)
+    mixed = runtime.mix_in_replay(mixer, second, None, codec)
     # The buffer holds what was dequeued: frames sent once.
     assert mixer.buffer.sample(1).env_outputs.observation.frame.shape == (1, 20 + K, 7, 5)
     decoded = mixed.env_outputs.observation.frame.numpy()

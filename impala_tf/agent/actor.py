@@ -122,8 +122,9 @@ class Actor:
       jit_compile: compile the inference step with XLA (see `InferenceStep`).
       tasks: E task indices, one per environment (each level's index in its suite, recorded in
         the trajectories for PopArt); None: all 0.
-      stack_depth: K > 0: the observations are stacks of K frames and the trajectories carry each
-        frame once, `[T+K, H, W]` (`impala_tf.agent.frame_stacks`; checked at every step); 0: whole
+      codec: how the trajectories are sent (`impala_tf.agent.frame_stacks.TrajectoryCodec`, the
+        run's from `impala_tf.run.builders.trajectory_codec`): with frames sent once, each stacked
+        frame once, `[T+K, H, W]` (the stacking rule checked at every step); None: whole
         observations `[T+1, ...]`.
     """
 
@@ -136,7 +137,7 @@ class Actor:
         actor_id: int = 0,
         jit_compile: bool = False,
         tasks: list[int] | None = None,
-        stack_depth: int = 0,
+        codec: frame_stacks.TrajectoryCodec | None = None,
     ):
         self._agent = agent
         self._env = env
@@ -147,8 +148,8 @@ class Actor:
         self._tasks = [0] * self._num_envs if tasks is None else [int(t) for t in tasks]
         if len(self._tasks) != self._num_envs:
             raise ValueError(f"{len(self._tasks)} tasks for {self._num_envs} environments")
-        self._stack_depth = int(stack_depth)
-        self._check_stacks = frame_stacks.StackChecker()
+        self._codec = codec if codec is not None else frame_stacks.TrajectoryCodec(None)
+        self._check_stacks = self._codec.checker()
         self.params_version = 0
         self._policy = InferenceStep(agent, jit_compile=jit_compile)
         self._env_output = env.initial()
@@ -176,40 +177,26 @@ class Actor:
             )
         self._agent_output, self._core_state = output, state
 
-    def _recorded(self, env_output: structures.StepOutput) -> structures.StepOutput:
-        """What a trajectory keeps of one step: with frames sent once, only the newest frame."""
-        if not self._stack_depth:
-            return env_output
-        observation = env_output.observation
-        newest = frame_stacks.newest_frames(observation.frame)
-        return env_output._replace(observation=observation._replace(frame=newest))
-
     def unroll(self) -> list[structures.Trajectory]:
         """Plays T steps in every environment; returns E trajectories of T+1 steps (numpy)."""
         initial_state = self._core_state
         first_frames = self._env_output.observation.frame
-        env_outputs = [self._recorded(self._env_output)]
+        env_outputs = [self._codec.record(self._env_output)]
         agent_outputs = [self._agent_output]
         for _ in range(self._unroll_length):
             self._step_agent()
             previous = self._env_output
             self._env_output = self._env.step(self._agent_output.action)
-            if self._stack_depth:
+            if self._check_stacks is not None:
                 self._check_stacks(
                     previous.observation.frame,
                     self._env_output.observation.frame,
                     self._env_output.done,
                 )
-            env_outputs.append(self._recorded(self._env_output))
+            env_outputs.append(self._codec.record(self._env_output))
             agent_outputs.append(self._agent_output)
-        env_stacked = structures.stack(env_outputs, axis=1)  # [E, T+1, ...]
-        if self._stack_depth:  # Frames [E, T+K, H, W]: observation 0's older frames first.
-            frames = np.concatenate(
-                [frame_stacks.older_frames(first_frames), env_stacked.observation.frame], axis=1
-            )
-            env_stacked = env_stacked._replace(
-                observation=env_stacked.observation._replace(frame=frames)
-            )
+        # [E, T+1, ...]; with frames sent once, frames [E, T+K, H, W].
+        env_stacked = self._codec.assemble(first_frames, structures.stack(env_outputs, axis=1))
         agent_stacked = structures.stack(agent_outputs, axis=1)
         return [
             structures.Trajectory(

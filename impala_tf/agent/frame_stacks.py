@@ -18,7 +18,9 @@ every position. With `frames[j]` the encoded sequence (`frames[0..K-1]` the stac
     frames[max(t + k, start[t])],  start[t] = max({0} u {r + K - 1 : 1 <= r <= t, done[r]}).
 
 Actors check the rule at every step (`StackChecker`), so an environment that stacked differently
-fails with `FrameStackError` instead of training on wrong observations.
+fails with `FrameStackError` instead of training on wrong observations. `TrajectoryCodec` puts the
+two ends together: built once per run by `impala_tf.run.builders.trajectory_codec`, it gives the
+queue's specs, the actor's encoding and the learner's decoding.
 """
 
 from __future__ import annotations
@@ -215,3 +217,63 @@ def encode_numpy(trajectory: structures.Trajectory, stack_depth: int) -> structu
     )
     observation = env_outputs.observation._replace(frame=frames)
     return trajectory._replace(env_outputs=env_outputs._replace(observation=observation))
+
+
+class TrajectoryCodec:
+    """How one run's trajectories cross the queue: whole observations, or each stacked frame once.
+
+    Built once per run from its configuration (`impala_tf.run.builders.trajectory_codec`) and
+    handed to both ends, so that they cannot disagree: the actor records each step and assembles
+    its trajectories with it (`record`, `checker`, `assemble`), the queue holds `wire_specs`, and
+    the learner rebuilds the observations in its graph (`decode`).
+
+    Args:
+      specs: the spec of one T+1-step trajectory as the learner trains on it; None where no spec
+        is asked for (an actor's default codec, tests).
+      stack_depth: K > 0: each stacked frame is sent once (`[T+K, H, W]`); 0: whole observations.
+    """
+
+    def __init__(self, specs: structures.Trajectory | None, stack_depth: int = 0):
+        self.specs = specs
+        self.stack_depth = int(stack_depth)
+        self.wire_specs = specs
+        if specs is not None and self.stack_depth:
+            self.wire_specs = encoded_specs(specs, self.stack_depth)
+        self._decode: Any = None
+
+    @property
+    def sends_frames_once(self) -> bool:
+        return self.stack_depth > 0
+
+    def checker(self) -> StackChecker | None:
+        """A new per-actor check of the stacking rule (one per actor: it keeps buffers), or None
+        when whole observations are sent."""
+        return StackChecker() if self.stack_depth else None
+
+    def record(self, env_output: structures.StepOutput) -> structures.StepOutput:
+        """What a trajectory keeps of one batched step `[E, ...]`: the newest frame only, or all."""
+        if not self.stack_depth:
+            return env_output
+        observation = env_output.observation
+        newest = newest_frames(observation.frame)
+        return env_output._replace(observation=observation._replace(frame=newest))
+
+    def assemble(self, first_frames: np.ndarray, recorded: structures.StepOutput) -> Any:
+        """The recorded steps `[E, T+1, ...]` of an unroll as they are sent: with frames sent once,
+        the older frames of the unroll's first observation `first_frames` `[E, H, W, K]` put
+        before the newest ones (`[E, T+K, H, W]`)."""
+        if not self.stack_depth:
+            return recorded
+        frames = np.concatenate([older_frames(first_frames), recorded.observation.frame], axis=1)
+        return recorded._replace(observation=recorded.observation._replace(frame=frames))
+
+    def decode(self, trajectories: Any) -> Any:
+        """A batch of sent `Trajectory` tensors `[B, ...]` as the learner trains on it (TF; the
+        stacks rebuilt in one compiled function per codec)."""
+        if not self.stack_depth:
+            return trajectories
+        if self._decode is None:
+            import tensorflow as tf
+
+            self._decode = tf.function(lambda t: decode_trajectories(t, self.stack_depth))
+        return self._decode(trajectories)

@@ -66,7 +66,8 @@ def bench_end_to_end(
     learner = learner_lib.Learner(agent, lc, repeats, jit_compile=run.get("jit", False))
     learner.build(common.to_tensors(tree.map_structure(lambda s: s.zeros([1]), specs)))
     cluster = cluster_lib.local_cluster(1)
-    trajectory_queue, store = runtime.serve_learner(config, cluster, 0, agent)
+    codec = builders.trajectory_codec(config, agent)
+    trajectory_queue, store = runtime.serve_learner(config, cluster, 0, agent, codec)
     store.publish(agent.trainable_variables, 0)
     logdir = tempfile.mkdtemp(prefix="impala_bench_")
     children = [
@@ -85,9 +86,7 @@ def bench_end_to_end(
         for i in range(run["actors"])
     ]
     sampler = process.RssSampler([c.pid for c in children])
-    prefetcher = runtime.Prefetcher(
-        trajectory_queue, lc.batch_size, builders.sent_stack_depth(config)
-    )
+    prefetcher = runtime.Prefetcher(trajectory_queue, lc.batch_size, codec)
     frames_per_update = lc.batch_size * lc.unroll_length * repeats
     updates, train_seconds, wait_seconds = 0, 0.0, 0.0
     lags = []

@@ -65,12 +65,16 @@ def sent_stack_depth(config: configs.Config) -> int:
     return 0
 
 
+def trajectory_codec(config: configs.Config, agent: networks.Agent) -> frame_stacks.TrajectoryCodec:
+    """How this run's trajectories cross the queue (`impala_tf.agent.frame_stacks.TrajectoryCodec`):
+    built once by the learner and by each actor, which encode and decode with it."""
+    return frame_stacks.TrajectoryCodec(trajectory_specs(config, agent), sent_stack_depth(config))
+
+
 def queue_specs(config: configs.Config, agent: networks.Agent) -> structures.Trajectory:
-    """The spec of the queue's element: `trajectory_specs`, with the frames encoded when actors
-    send each stacked frame once (`impala_tf.agent.frame_stacks`)."""
-    specs = trajectory_specs(config, agent)
-    depth = sent_stack_depth(config)
-    return frame_stacks.encoded_specs(specs, depth) if depth else specs
+    """The spec of the queue's element: `trajectory_codec`'s wire specs (`trajectory_specs`, with
+    the frames encoded when actors send each stacked frame once)."""
+    return trajectory_codec(config, agent).wire_specs
 
 
 def parameter_specs(agent: networks.Agent) -> list[structures.ArraySpec]:

@@ -90,14 +90,12 @@ def _to_tensors(batch: Any) -> Any:
     return tree.map_structure(tf.convert_to_tensor, batch)
 
 
-_decode_frames = tf.function(frame_stacks.decode_trajectories)
-
-
-def training_tensors(batch: Any, stack_depth: int = 0) -> Any:
-    """A dequeued batch (numpy) as the tensors the update trains on: with frames sent once
-    (`stack_depth` K > 0), the observation stacks rebuilt (`impala_tf.agent.frame_stacks`)."""
+def training_tensors(batch: Any, codec: frame_stacks.TrajectoryCodec | None = None) -> Any:
+    """A dequeued batch (numpy) as the tensors the update trains on, decoded by the run's
+    `codec` (`builders.trajectory_codec`: with frames sent once, the observation stacks rebuilt);
+    None: the batch holds whole observations."""
     tensors = _to_tensors(batch)
-    return _decode_frames(tensors, stack_depth) if stack_depth else tensors
+    return codec.decode(tensors) if codec is not None else tensors
 
 
 # --------------------------------------------------------------------------------------------
@@ -127,12 +125,12 @@ class Prefetcher:
         self,
         trajectory_queue: transport.TrajectoryQueue,
         batch_size: int,
-        stack_depth: int = 0,
+        codec: frame_stacks.TrajectoryCodec | None = None,
         convert: bool = True,
     ):
         self._queue = trajectory_queue
         self._batch_size = batch_size
-        self._stack_depth = stack_depth
+        self._codec = codec
         self._convert = convert
         self._ready: queue_lib.Queue = queue_lib.Queue(maxsize=1)
         self._stop = threading.Event()
@@ -148,7 +146,7 @@ class Prefetcher:
             except Exception as error:  # Closed queue or a transport failure: hand it over.
                 self._hand_over(error)
                 return
-            tensors = training_tensors(batch, self._stack_depth) if self._convert else None
+            tensors = training_tensors(batch, self._codec) if self._convert else None
             self._hand_over((batch, tensors, time.time()))
 
     def _hand_over(self, item: Any) -> None:
@@ -230,7 +228,7 @@ def mix_in_replay(
     replay: replay_lib.ReplayMixer | None,
     batch: structures.Trajectory,
     tensors: structures.Trajectory,
-    stack_depth: int = 0,
+    codec: frame_stacks.TrajectoryCodec | None = None,
 ) -> structures.Trajectory:
     """Experience replay (section 5.2.2): the fresh batch followed by trajectories sampled from
     the learner's buffer (which the fresh ones join first), as tensors; `tensors` unchanged
@@ -238,7 +236,7 @@ def mix_in_replay(
     buffer keeps trajectories as dequeued (frames sent once stay encoded)."""
     if replay is None:
         return tensors
-    return training_tensors(replay.mix(batch), stack_depth)
+    return training_tensors(replay.mix(batch), codec)
 
 
 class LearnerStuckError(RuntimeError):
@@ -452,12 +450,16 @@ def _restore(
 
 
 def serve_learner(
-    config: configs.Config, cluster: cluster_lib.ClusterConfig, task: int, agent: Any
+    config: configs.Config,
+    cluster: cluster_lib.ClusterConfig,
+    task: int,
+    agent: Any,
+    codec: frame_stacks.TrajectoryCodec,
 ) -> tuple[transport.TrajectoryQueue, transport.ParameterStore]:
     """Starts learner `task`'s server and hosts its trajectory queue and parameter store.
 
     The queue holds `batch_size x QUEUE_CAPACITY_PER_BATCH` trajectories of the run's queue specs
-    (`builders.queue_specs`: frames sent once where the config says so); the store holds the
+    (`codec.wire_specs`: frames sent once where the config says so); the store holds the
     agent's trainable weights, nothing published yet.
 
     Returns:
@@ -466,7 +468,7 @@ def serve_learner(
     server = transport.start_learner_server(cluster, task)
     trajectory_queue = transport.TrajectoryQueue(
         server,
-        builders.queue_specs(config, agent),
+        codec.wire_specs,
         task,
         capacity=max(1, config.learner.batch_size * QUEUE_CAPACITY_PER_BATCH),
     )
@@ -559,7 +561,8 @@ def run_learner(
     manager = _restore(tf.train.Checkpoint(agent=agent, learner=learner), run_dir, prefix)
     learner.broadcast_state()  # Several learners: all start from the chief's (restored) state.
 
-    trajectory_queue, store = serve_learner(config, cluster, task, agent)
+    codec = builders.trajectory_codec(config, agent)
+    trajectory_queue, store = serve_learner(config, cluster, task, agent, codec)
     store.publish(agent.trainable_variables, int(learner.num_updates.numpy()))
     print(f"{prefix} serving on {cluster.learner_hosts[task]}", flush=True)
 
@@ -572,9 +575,8 @@ def run_learner(
         lc.batch_size, lc.replay_capacity, lc.replay_proportion, seed=config.runtime.seed + task
     )
     num_fresh = replay.num_fresh if replay else None  # None: the whole batch is fresh.
-    stack_depth = builders.sent_stack_depth(config)
     prefetcher = Prefetcher(
-        trajectory_queue, num_fresh or lc.batch_size, stack_depth, convert=replay is None
+        trajectory_queue, num_fresh or lc.batch_size, codec, convert=replay is None
     )
     skips = _SkipGuard(config.runtime.max_consecutive_skipped_updates)
     healthy = False
@@ -585,7 +587,7 @@ def run_learner(
                 books.idle()
                 continue
             batch, tensors, _ = item
-            tensors = mix_in_replay(replay, batch, tensors, stack_depth)
+            tensors = mix_in_replay(replay, batch, tensors, codec)
             logs, episodes, policy_lag = update_and_publish(
                 learner, store, batch, tensors, num_fresh
             )
@@ -692,7 +694,7 @@ def run_actor(
     levels = builders.actor_levels(config, actor_index)
     seeds = [builders.environment_seed(config, actor_index, j) for j in range(len(levels))]
     agent = builders.build_agent(config)
-    specs = builders.queue_specs(config, agent)
+    codec = builders.trajectory_codec(config, agent)
     params = transport.ParameterClient(
         target,
         builders.parameter_specs(agent),
@@ -702,7 +704,7 @@ def run_actor(
     )
     trajectory_queue = transport.QueueClient(
         target,
-        specs,
+        codec.wire_specs,
         learner_task,
         capacity=max(1, config.learner.batch_size * QUEUE_CAPACITY_PER_BATCH),
         connect_seconds=connect_seconds,
@@ -719,7 +721,7 @@ def run_actor(
             actor_index,
             jit_compile=config.runtime.actor_jit_compile,
             tasks=builders.actor_tasks(config, actor_index),
-            stack_depth=builders.sent_stack_depth(config),
+            codec=codec,
         )
         print(f"[actor {actor_index}] playing {sorted(set(levels))} for {target}", flush=True)
         try:
