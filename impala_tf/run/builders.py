@@ -3,11 +3,14 @@ an actor's batched environments.
 
 The learner, the actors, evaluation, `--mode=describe` and the benchmark all build these objects
 here, so they agree on them without importing each other. They take a completed configuration
-(`impala_tf.envs.complete_config`), whose environment facts are filled in.
+(`impala_tf.envs.complete_config`), whose environment facts are filled in. The learner and the
+actors build them all at once (`run_parts`: observation spec, levels, agent, trajectory specs and
+codec, each derived once).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -27,27 +30,69 @@ def _completed(config: configs.Config) -> configs.Config:
     return config
 
 
-def build_agent(config: configs.Config) -> networks.Agent:
-    """The agent a configuration describes, with its variables created."""
+@dataclasses.dataclass(frozen=True)
+class RunParts:
+    """What a run's learner and actors build from its configuration, each fact derived once.
+
+    Built by `run_parts` and handed to the learner and the actor loops (`impala_tf.run.runtime`),
+    so that they agree on the environment facts without deriving them again at every use.
+
+    Attributes:
+      config: the completed configuration.
+      observation_spec: one observation's `structures.Observation` of specs (the level's, or the
+        suite's).
+      levels: the run's training levels: a suite's (task i is level i), or the one level.
+      agent: the agent, its variables created.
+      specs: one T+1-step trajectory as the learner trains on it.
+      codec: how trajectories cross the queue (`impala_tf.agent.frame_stacks.TrajectoryCodec`).
+    """
+
+    config: configs.Config
+    observation_spec: structures.Observation
+    levels: list[str]
+    agent: networks.Agent
+    specs: structures.Trajectory
+    codec: frame_stacks.TrajectoryCodec
+
+    def actor_levels(self, actor_index: int) -> list[str]:
+        """The level of each of actor `actor_index`'s environments (`actor_levels`)."""
+        return [self.levels[g] for g in _actor_tasks(self.config, actor_index, len(self.levels))]
+
+    def actor_tasks(self, actor_index: int) -> list[int]:
+        """The task index of each of actor `actor_index`'s environments (`actor_tasks`)."""
+        return _actor_tasks(self.config, actor_index, len(self.levels))
+
+
+def run_parts(config: configs.Config) -> RunParts:
+    """The `RunParts` of a completed configuration (the agent built, its variables created)."""
     config = _completed(config)
+    observation_spec, _ = envs.environment_spec(config.env.level_name, config.env)
+    levels = envs.suite_levels(config.env.level_name, is_test=False)
+    agent = _agent(config, observation_spec, len(levels))
+    specs = _trajectory_specs(config, observation_spec, agent)
+    codec = frame_stacks.TrajectoryCodec(specs, sent_stack_depth(config))
+    return RunParts(config, observation_spec, levels, agent, specs, codec)
+
+
+def _agent(
+    config: configs.Config, observation_spec: structures.Observation, num_levels: int
+) -> networks.Agent:
     agent = networks.make_agent(
         config.agent.agent,
         config.agent.num_actions,
         use_lstm=config.agent.use_lstm,
         use_instruction=config.agent.use_instruction,
         atari=config.env.kind == "atari",
-        num_values=num_tasks(config) if config.learner.popart else 1,
+        num_values=num_levels if config.learner.popart else 1,
         torso_dtype=config.agent.torso_dtype,
     )
-    observation_spec, _ = envs.environment_spec(config.env.level_name, config.env)
     agent.create_variables(observation_spec)
     return agent
 
 
-def trajectory_specs(config: configs.Config, agent: networks.Agent) -> structures.Trajectory:
-    """The spec of one T+1-step trajectory of this run (the queue's element)."""
-    config = _completed(config)
-    observation_spec, _ = envs.environment_spec(config.env.level_name, config.env)
+def _trajectory_specs(
+    config: configs.Config, observation_spec: structures.Observation, agent: networks.Agent
+) -> structures.Trajectory:
     return structures.trajectory_specs(
         observation_spec,
         config.agent.num_actions,
@@ -55,6 +100,20 @@ def trajectory_specs(config: configs.Config, agent: networks.Agent) -> structure
         agent.state_spec(),
         num_values=agent.num_values,
     )
+
+
+def build_agent(config: configs.Config) -> networks.Agent:
+    """The agent a configuration describes, with its variables created."""
+    config = _completed(config)
+    observation_spec, _ = envs.environment_spec(config.env.level_name, config.env)
+    return _agent(config, observation_spec, num_tasks(config))
+
+
+def trajectory_specs(config: configs.Config, agent: networks.Agent) -> structures.Trajectory:
+    """The spec of one T+1-step trajectory of this run (the queue's element)."""
+    config = _completed(config)
+    observation_spec, _ = envs.environment_spec(config.env.level_name, config.env)
+    return _trajectory_specs(config, observation_spec, agent)
 
 
 def sent_stack_depth(config: configs.Config) -> int:
@@ -89,8 +148,7 @@ def actor_levels(config: configs.Config, actor_index: int) -> list[str]:
     """The level of each of actor `actor_index`'s environments (round robin over a suite, as the
     release assigned `level_names[i % 30]`)."""
     levels = envs.suite_levels(config.env.level_name, is_test=False)
-    envs_per_actor = config.runtime.envs_per_actor
-    return [levels[(actor_index * envs_per_actor + j) % len(levels)] for j in range(envs_per_actor)]
+    return [levels[g] for g in _actor_tasks(config, actor_index, len(levels))]
 
 
 def num_tasks(config: configs.Config) -> int:
@@ -101,9 +159,13 @@ def num_tasks(config: configs.Config) -> int:
 def actor_tasks(config: configs.Config, actor_index: int) -> list[int]:
     """The task index of each of actor `actor_index`'s environments: its level's index in the
     suite (`actor_levels`), 0 for a single level."""
-    levels = envs.suite_levels(config.env.level_name, is_test=False)
+    return _actor_tasks(config, actor_index, num_tasks(config))
+
+
+def _actor_tasks(config: configs.Config, actor_index: int, num_levels: int) -> list[int]:
+    """Environment slot g = actor_index x E + j plays task g mod (number of levels)."""
     envs_per_actor = config.runtime.envs_per_actor
-    return [(actor_index * envs_per_actor + j) % len(levels) for j in range(envs_per_actor)]
+    return [(actor_index * envs_per_actor + j) % num_levels for j in range(envs_per_actor)]
 
 
 def uses_native_atari(level_names: Sequence[str], config: configs.EnvConfig) -> bool:

@@ -31,7 +31,6 @@ import numpy as np
 import tensorflow as tf
 import tree
 
-from impala_tf import envs
 from impala_tf.agent import frame_stacks
 from impala_tf.agent import learner as learner_lib
 from impala_tf.agent import replay as replay_lib
@@ -306,6 +305,7 @@ class _LearnerBooks:
         manager: tf.train.CheckpointManager,
         trajectory_queue: transport.TrajectoryQueue,
         log_every_seconds: float,
+        task_names: list[str],
     ):
         self.config = config
         self.run_dir = run_dir
@@ -316,7 +316,7 @@ class _LearnerBooks:
         self.queue = trajectory_queue
         self.log_every_seconds = log_every_seconds
         self.repeats = config.env.num_action_repeats
-        self.task_names = envs.suite_levels(config.env.level_name)  # Task i is level i.
+        self.task_names = task_names  # Task i is level i.
         self.frames = int(learner.num_environment_frames.numpy())
         self.recent = bookkeeping.RecentReturns()
         self.progress = bookkeeping.Progress(config.learner.total_environment_frames, self.frames)
@@ -548,8 +548,8 @@ def run_learner(
     tf.random.set_seed(config.runtime.seed)
     lc = config.learner
 
-    agent = builders.build_agent(config)
-    specs = builders.trajectory_specs(config, agent)
+    parts = builders.run_parts(config)  # Observation spec, levels, agent, specs, codec.
+    agent, specs = parts.agent, parts.specs
     learner = learner_lib.Learner(
         agent,
         lc,
@@ -561,13 +561,12 @@ def run_learner(
     manager = _restore(tf.train.Checkpoint(agent=agent, learner=learner), run_dir, prefix)
     learner.broadcast_state()  # Several learners: all start from the chief's (restored) state.
 
-    codec = builders.trajectory_codec(config, agent)
-    trajectory_queue, store = serve_learner(config, cluster, task, agent, codec)
+    trajectory_queue, store = serve_learner(config, cluster, task, agent, parts.codec)
     store.publish(agent.trainable_variables, int(learner.num_updates.numpy()))
     print(f"{prefix} serving on {cluster.learner_hosts[task]}", flush=True)
 
     books = _LearnerBooks(
-        config, run_dir, task, learner, manager, trajectory_queue, log_every_seconds
+        config, run_dir, task, learner, manager, trajectory_queue, log_every_seconds, parts.levels
     )
     # A PBT member (appendix F), or None.
     member = attach_member(books.context(), stop.event) if attach_member is not None else None
@@ -576,7 +575,7 @@ def run_learner(
     )
     num_fresh = replay.num_fresh if replay else None  # None: the whole batch is fresh.
     prefetcher = Prefetcher(
-        trajectory_queue, num_fresh or lc.batch_size, codec, convert=replay is None
+        trajectory_queue, num_fresh or lc.batch_size, parts.codec, convert=replay is None
     )
     skips = _SkipGuard(config.runtime.max_consecutive_skipped_updates)
     healthy = False
@@ -587,7 +586,7 @@ def run_learner(
                 books.idle()
                 continue
             batch, tensors, _ = item
-            tensors = mix_in_replay(replay, batch, tensors, codec)
+            tensors = mix_in_replay(replay, batch, tensors, parts.codec)
             logs, episodes, policy_lag = update_and_publish(
                 learner, store, batch, tensors, num_fresh
             )
@@ -691,10 +690,10 @@ def run_actor(
     learner_task = cluster.learner_for_actor(actor_index)
     target = cluster.learner_target(learner_task)
     tf.random.set_seed(config.runtime.seed * 7919 + actor_index)
-    levels = builders.actor_levels(config, actor_index)
+    parts = builders.run_parts(config)  # Observation spec, levels, agent, specs, codec.
+    levels = parts.actor_levels(actor_index)
     seeds = [builders.environment_seed(config, actor_index, j) for j in range(len(levels))]
-    agent = builders.build_agent(config)
-    codec = builders.trajectory_codec(config, agent)
+    agent, codec = parts.agent, parts.codec
     params = transport.ParameterClient(
         target,
         builders.parameter_specs(agent),
@@ -720,7 +719,7 @@ def run_actor(
             levels,
             actor_index,
             jit_compile=config.runtime.actor_jit_compile,
-            tasks=builders.actor_tasks(config, actor_index),
+            tasks=parts.actor_tasks(actor_index),
             codec=codec,
         )
         print(f"[actor {actor_index}] playing {sorted(set(levels))} for {target}", flush=True)
