@@ -53,18 +53,58 @@ def _latest_checkpoint(directory):
     return name if os.path.isabs(name) else os.path.join(directory, name)
 
 
-@pytest.mark.learning
-@pytest.mark.timeout(420)
-def test_learns_catch_end_to_end_and_resumes(tmp_path):
-    """Learner + 2 actors (one command) learn toy/catch far beyond random play; a second run with
-    the same logdir resumes from the checkpoint instead of starting over."""
-    logdir = str(tmp_path / "run")
+class CatchRun:
+    """What `catch_run` saw: the logdir, both runs' logs, the first run's last frame count, and the
+    niceness of actor 0 and its env workers against the expected one."""
+
+    logdir: str
+    first_log: str
+    second_log: str
+    frames_after_first: int
+    actor_nices: list[int]
+    expected_nice: int
+
+
+@pytest.fixture(scope="module")
+def catch_run(tmp_path_factory):
+    """One end-to-end run on toy/catch that two tests check (it costs several TensorFlow starts):
+    learner + 2 actors (one command, actors at --actor_nice=5) for 16,000 frames, with actor 0
+    SIGKILLed mid-unroll (the launcher must restart it and the run complete), then a second run on
+    the same logdir to 60,000 frames that must resume and learn."""
+    tmp_path = tmp_path_factory.mktemp("catch")
+    seen = CatchRun()
+    seen.logdir = logdir = str(tmp_path / "run")
     first = _start(
-        f"--logdir={logdir}", "--total_environment_frames=16000", log_path=tmp_path / "first.log"
+        f"--logdir={logdir}",
+        "--total_environment_frames=16000",
+        "--actor_nice=5",
+        log_path=tmp_path / "first.log",
     )
-    finish_in_session(first, 200, tmp_path / "first.log")
-    frames_after_first = int(_episodes(logdir)[-1]["environment_frames"])
-    assert frames_after_first <= 16000 + 8 * 20 * 2
+    try:
+        actors = []
+
+        def actor_is_running():
+            actors[:] = [
+                p
+                for p in psutil.Process(first.pid).children()
+                if "--job_name=actor" in " ".join(p.cmdline())
+                and "--task=0" in " ".join(p.cmdline())
+            ]
+            path = os.path.join(logdir, "logs", "actor_0.log")
+            return bool(actors) and os.path.exists(path) and "playing" in read_text(path)
+
+        wait_for(actor_is_running, 120, "actor 0 to play")
+        # The actor and its env workers run at a lower priority than the learner (--actor_nice).
+        seen.expected_nice = min(19, psutil.Process(first.pid).nice() + 5)
+        workers = actors[0].children(recursive=True)
+        seen.actor_nices = [p.nice() for p in [actors[0], *workers]]
+        time.sleep(2.0)  # Mid-unroll.
+        actors[0].send_signal(signal.SIGKILL)
+    except BaseException:
+        kill_tree(first)
+        raise
+    seen.first_log = finish_in_session(first, 200, tmp_path / "first.log")
+    seen.frames_after_first = int(_episodes(logdir)[-1]["environment_frames"])
 
     second = _start(
         f"--logdir={logdir}",
@@ -72,7 +112,27 @@ def test_learns_catch_end_to_end_and_resumes(tmp_path):
         "--summary_seconds=2",
         log_path=tmp_path / "second.log",
     )
-    output = finish_in_session(second, 300, tmp_path / "second.log")
+    seen.second_log = finish_in_session(second, 300, tmp_path / "second.log")
+    return seen
+
+
+@pytest.mark.timeout(540)
+def test_killed_actor_is_restarted_and_the_run_completes(catch_run):
+    assert len(catch_run.actor_nices) > 1, "actor 0 has no env worker processes"
+    assert catch_run.actor_nices == [catch_run.expected_nice] * len(catch_run.actor_nices)
+    output = catch_run.first_log
+    assert "actor 0 was killed by SIGKILL" in output and "restarting" in output, output
+    assert "done:" in output  # The run completed (exit 0 and no leftovers: `catch_run`).
+
+
+@pytest.mark.learning
+@pytest.mark.timeout(540)
+def test_learns_catch_end_to_end_and_resumes(catch_run):
+    """Learner + 2 actors (one command) learn toy/catch far beyond random play; a second run with
+    the same logdir resumes from the checkpoint instead of starting over."""
+    logdir, frames_after_first = catch_run.logdir, catch_run.frames_after_first
+    assert frames_after_first <= 16000 + 8 * 20 * 2
+    output = catch_run.second_log
     assert "resumed from" in output, output
     rows = _episodes(logdir)
     resumed = [r for r in rows if int(r["environment_frames"]) > frames_after_first]
@@ -118,46 +178,6 @@ def _summary_tags(logdir):
         for event in tf.compat.v1.train.summary_iterator(path):
             tags.update(value.tag for value in event.summary.value)
     return tags
-
-
-@pytest.mark.timeout(240)
-def test_killed_actor_is_restarted_and_the_run_completes(tmp_path):
-    logdir = str(tmp_path / "run")
-    run = _start(
-        f"--logdir={logdir}",
-        "--total_environment_frames=12000",
-        "--agent=shallow",
-        "--actor_nice=5",
-        log_path=tmp_path / "run.log",
-    )
-    try:
-        actors = []
-
-        def actor_is_running():
-            actors[:] = [
-                p
-                for p in psutil.Process(run.pid).children()
-                if "--job_name=actor" in " ".join(p.cmdline())
-                and "--task=0" in " ".join(p.cmdline())
-            ]
-            path = os.path.join(logdir, "logs", "actor_0.log")
-            return bool(actors) and os.path.exists(path) and "playing" in read_text(path)
-
-        wait_for(actor_is_running, 120, "actor 0 to play")
-        # The actor and its env workers run at a lower priority than the learner (--actor_nice).
-        expected = min(19, psutil.Process(run.pid).nice() + 5)
-        workers = actors[0].children(recursive=True)
-        assert workers, "actor 0 has no env worker processes"
-        assert [p.nice() for p in [actors[0], *workers]] == [expected] * (1 + len(workers))
-        time.sleep(2.0)  # Mid-unroll.
-        actors[0].send_signal(signal.SIGKILL)
-        assert run.wait(timeout=200) == 0, read_text(tmp_path / "run.log")
-    finally:
-        kill_tree(run)
-    output = read_text(tmp_path / "run.log")
-    assert "actor 0 was killed by SIGKILL" in output and "restarting" in output, output
-    assert "done:" in output
-    assert_no_leftovers(run)
 
 
 @pytest.mark.timeout(300)
