@@ -36,7 +36,7 @@ Rooms: the same graph between folders (a subpackage of `impala_tf`, a module of 
 entry points stand above them all: `pkg/__main__.py` and the thin shims of `ENTRY_POINT_SHIMS`,
 which keep a moved command's name (`python -m impala_tf.sweep`). No two rooms import each other,
 however indirectly (`test_no_import_cycles_between_rooms`). Child processes are stopped (SIGKILL,
-`os.killpg`, `.kill()`, `preexec_fn`) only in `impala_tf.run.supervision`
+`os.killpg`, `.kill()`) only in `impala_tf.base.processes`, `preexec_fn` only in `impala_tf.run.supervision`
 (`test_child_processes_are_stopped_in_one_module`).
 
 Runtime: a few seconds to parse; importing every module loads TensorFlow once.
@@ -393,11 +393,10 @@ def test_entry_point_shims_are_thin():
         assert _imports_of(module, path) <= {runs, *_ancestors(runs)}, module
 
 
-# Modules that stop processes of their own kind, outside `impala_tf.run.supervision`.
-OWN_PROCESS_STOPPING = {
-    "impala_tf.envs.workers": "environment workers are multiprocessing children behind a pipe "
-    "protocol (a close command first); they are not commands",
-}
+# Where processes are stopped (SIGKILL, `os.killpg`, `.kill()`) and where children are started with
+# the die-with-parent hook (`preexec_fn`): one module each.
+STOPPING_MODULE = "impala_tf.base.processes"
+STARTING_MODULE = "impala_tf.run.supervision"
 
 
 def _process_stopping(tree: ast.AST) -> list[str]:
@@ -419,19 +418,23 @@ def _process_stopping(tree: ast.AST) -> list[str]:
 
 
 def test_child_processes_are_stopped_in_one_module():
-    """Only `impala_tf.run.supervision` SIGKILLs, kills process groups and installs the die-with-parent
-    hook: the launcher, PBT, the sweep and the benchmark stop their children through it."""
+    """Only `impala_tf.base.processes` SIGKILLs, kills process groups and calls `.kill()`, and only
+    `impala_tf.run.supervision` installs the die-with-parent hook: the launcher, PBT, the sweep, the
+    benchmark and the environment workers stop their children through `processes.stop`."""
     found = _process_stopping(ast.parse("os.killpg(p, signal.SIGKILL); p.kill()"))
     assert sorted(found) == [".kill()", "SIGKILL", "killpg"]
     offenders = {}
     for module, path in MODULES.items():
-        if module == "impala_tf.run.supervision" or module in OWN_PROCESS_STOPPING:
-            continue
         with open(path, encoding="utf-8") as f:
             found = _process_stopping(ast.parse(f.read(), filename=path))
-        if found:
-            offenders[module] = found
-    assert not offenders, f"stop children with impala_tf.run.supervision: {offenders}"
+        allowed = {"preexec_fn"} if module == STARTING_MODULE else set()
+        if module == STOPPING_MODULE:
+            allowed = {".kill()", "SIGKILL", "killpg"}
+        if set(found) - allowed:
+            offenders[module] = sorted(set(found) - allowed)
+    assert not offenders, f"stop children with impala_tf.base.processes.stop: {offenders}"
+    with open(MODULES[STOPPING_MODULE], encoding="utf-8") as f:
+        assert "SIGKILL" in _process_stopping(ast.parse(f.read()))
 
 
 def test_the_public_api_keeps_its_short_names():

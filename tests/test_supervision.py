@@ -1,5 +1,5 @@
-"""Tests of `impala_tf.run.supervision`: stopping (SIGTERM, grace, SIGKILL; groups, descendants), dying
-with the parent, restarts into one log, and stack dumps.
+"""Tests of `impala_tf.run.supervision`: group stops and descendants, dying with the parent, restarts
+into one log, and stack dumps (the stop itself: tests/test_processes.py).
 
 The children are small Python programs (no TensorFlow). Each test has a hard timeout and checks that
 the processes it started are gone. Runtime: a few seconds.
@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 from env_fixtures import process_alive, wait_for, wait_processes_gone
@@ -29,28 +28,6 @@ def _python(code: str) -> list[str]:
 
 def _popen(code: str, **kwargs) -> subprocess.Popen:
     return subprocess.Popen(_python(code), env=ENV, stdin=subprocess.DEVNULL, **kwargs)
-
-
-@pytest.mark.timeout(60)
-def test_stop_sends_sigterm_then_sigkills_what_ignores_it(tmp_path):
-    ready = tmp_path / "ready"
-    polite = _popen("import time; time.sleep(60)")
-    stubborn = _popen(
-        f"""
-        import signal, time
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        open({str(ready)!r}, "w").close()
-        time.sleep(60)
-        """
-    )
-    wait_for(ready.exists, 20, "the stubborn child's SIGTERM handler")
-    started = time.monotonic()
-    supervision.stop([polite, None, stubborn], timeout=1.0)
-    elapsed = time.monotonic() - started
-    assert polite.returncode == -signal.SIGTERM
-    assert stubborn.returncode == -signal.SIGKILL
-    assert 1.0 <= elapsed < 10.0
-    supervision.stop([polite, stubborn])  # Stopping what has exited is harmless.
 
 
 @pytest.mark.timeout(60)
@@ -136,13 +113,6 @@ def test_restarts_append_to_one_log_and_stacks_are_dumped_into_it(tmp_path):
     supervision.stop_children([child], timeout=5.0)
     assert child.process_tree() == []
     assert wait_processes_gone([first, child.process.pid], 5) == []
-
-
-def test_describe_status():
-    assert supervision.describe_status(0) == "exited with status 0"
-    assert supervision.describe_status(3) == "exited with status 3"
-    assert supervision.describe_status(-signal.SIGKILL) == "was killed by SIGKILL"
-    assert supervision.describe_status(-200) == "was killed by signal 200"
 
 
 @pytest.mark.timeout(60)

@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 import tree
 
-from impala_tf.base import structures
+from impala_tf.base import processes, structures
 from impala_tf.base.configs import EnvConfig
 from impala_tf.envs.base import Environment, StepStream
 
@@ -499,12 +499,7 @@ def _stop_child(process: subprocess.Popen, conn: Connection, timeout: float) -> 
         try:
             process.wait(timeout)
         except subprocess.TimeoutExpired:
-            process.terminate()
-            try:
-                process.wait(1.0)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            processes.stop([process], timeout=1.0)  # SIGTERM, 1 s, then SIGKILL.
 
 
 class _StderrTail:
@@ -762,10 +757,9 @@ class EnvWorker:
         self._shared_arrays = {}  # Views of the shared file: dropped so that it can be unmapped.
         self._finalizer()
 
-    def kill(self) -> None:
-        """Kills the child at once (for hung workers) and reaps it."""
-        if self._process.poll() is None:
-            self._process.kill()
+    def abort(self) -> None:
+        """Kills the child at once (SIGKILL, for hung workers), then closes and reaps it."""
+        processes.kill_now([self._process])
         self.close()
 
     def __enter__(self) -> EnvWorker:
@@ -975,7 +969,7 @@ class BatchedEnvironment:
     def _replace(self, slot: int, error: EnvWorkerError) -> None:
         """Kills the slot's worker and starts a new one, or raises after N consecutive failures."""
         old = self._workers[slot]
-        old.kill()
+        old.abort()
         self._failures[slot] += 1
         if self._failures[slot] >= self._max_failures:
             final = EnvWorkerError(

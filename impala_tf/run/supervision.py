@@ -8,17 +8,17 @@ they are operating-system processes with their own logs.
 
 - `Child`: one supervised command; its output appended to a log file (optionally shown on the
   console), restarted with `start` again, its process tree, its stacks dumped on demand.
-- `stop`: SIGTERM (or another signal) to each running process, or to its process group, one shared
-  grace period, then SIGKILL; optionally their descendants too.
-- `die_with_parent`: a child gets SIGTERM when the process that started it dies (Linux), so no
-  process outlives a run; `install_stack_dump` makes a process write its Python stacks on SIGUSR1.
+- `stop`, `die_with_parent`, `process_tree`, `describe_status`: from `impala_tf.base.processes`
+  (where the environment workers stop theirs too): SIGTERM (or another signal), one shared grace
+  period, then SIGKILL; a child gets SIGTERM when the process that started it dies (Linux), so no
+  process outlives a run.
+- `install_stack_dump` makes a process write its Python stacks on SIGUSR1.
 
 No TensorFlow here.
 """
 
 from __future__ import annotations
 
-import ctypes
 import faulthandler
 import os
 import signal
@@ -31,19 +31,13 @@ from collections.abc import Mapping, Sequence
 import psutil
 
 from impala_tf.base import quiet
+from impala_tf.base.processes import KILL_WAIT_SECONDS as KILL_WAIT_SECONDS
+from impala_tf.base.processes import describe_status as describe_status
+from impala_tf.base.processes import die_with_parent as die_with_parent
+from impala_tf.base.processes import process_tree as process_tree
+from impala_tf.base.processes import stop as stop
 
 STACK_DUMP_SIGNAL = signal.SIGUSR1
-_PR_SET_PDEATHSIG = 1
-KILL_WAIT_SECONDS = 10.0  # How long a SIGKILLed process (group) is waited for.
-
-
-def die_with_parent() -> None:
-    """Runs in a child before exec (`preexec_fn`): SIGTERM when its parent dies (Linux only)."""
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    except OSError:
-        pass
 
 
 def install_stack_dump() -> None:
@@ -52,81 +46,6 @@ def install_stack_dump() -> None:
     faulthandler.register(
         STACK_DUMP_SIGNAL, file=quiet.original_stderr_fd(), all_threads=True, chain=False
     )
-
-
-def describe_status(status: int) -> str:
-    """`exited with status 1`, or `was killed by SIGKILL` for a negative Popen status."""
-    if status < 0:
-        try:
-            return f"was killed by {signal.Signals(-status).name}"
-        except ValueError:
-            return f"was killed by signal {-status}"
-    return f"exited with status {status}"
-
-
-def process_tree(pid: int) -> list[psutil.Process]:
-    """`pid` and its descendants (e.g. environment workers); empty once `pid` has exited."""
-    try:
-        root = psutil.Process(pid)
-        return [root, *root.children(recursive=True)]
-    except psutil.Error:
-        return []
-
-
-def _send(process: subprocess.Popen, signum: int, group: bool) -> bool:
-    """Sends `signum` to the process (its group with `group`); False when there is none left."""
-    try:
-        if group:
-            os.killpg(process.pid, signum)
-        else:
-            process.send_signal(signum)
-        return True
-    except (ProcessLookupError, PermissionError):
-        return False
-
-
-def stop(
-    processes: Sequence[subprocess.Popen | None],
-    timeout: float = 15.0,
-    signum: int = signal.SIGTERM,
-    group: bool = False,
-    descendants: bool = False,
-) -> None:
-    """Stops processes: `signum`, up to `timeout` seconds in all to exit, then SIGKILL.
-
-    Args:
-      processes: the processes (None entries, never started, are skipped; those already exited are
-        reaped).
-      timeout: the grace period shared by all of them.
-      signum: the polite signal (SIGTERM; SIGINT for a run that checkpoints on Ctrl-C).
-      group: signal each process's process group (children started with `new_session=True`), so a
-        run's own children get the signal too.
-      descendants: also SIGKILL, after the grace period, the descendants that each process had
-        when this was called and that are still alive.
-    """
-    started = [p for p in processes if p is not None]
-    tree: list[psutil.Process] = []
-    if descendants:
-        for process in started:
-            tree += process_tree(process.pid)[1:]
-    running = [p for p in started if p.poll() is None and _send(p, signum, group)]
-    deadline = time.monotonic() + timeout
-    for process in running:
-        try:
-            process.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            _send(process, signal.SIGKILL, group)
-            try:
-                process.wait(timeout=KILL_WAIT_SECONDS)
-            except subprocess.TimeoutExpired:
-                pass  # Stuck in the kernel; nothing more a signal can do.
-    if tree:
-        _, alive = psutil.wait_procs(tree, timeout=max(0.1, deadline - time.monotonic()))
-        for leftover in alive:
-            try:
-                leftover.kill()
-            except psutil.NoSuchProcess:
-                pass
 
 
 def _show(chunk: bytes) -> bool:
