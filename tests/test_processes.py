@@ -29,11 +29,10 @@ def _popen(code: str) -> subprocess.Popen:
     )
 
 
-@pytest.mark.timeout(60)
-def test_stop_sends_sigterm_then_sigkills_what_ignores_it(tmp_path):
+def _ignoring_sigterm(tmp_path) -> subprocess.Popen:
+    """A child that ignores SIGTERM, returned once its handler is in place."""
     ready = tmp_path / "ready"
-    polite = _popen("import time; time.sleep(60)")
-    stubborn = _popen(
+    child = _popen(
         f"""
         import signal, time
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -41,7 +40,14 @@ def test_stop_sends_sigterm_then_sigkills_what_ignores_it(tmp_path):
         time.sleep(60)
         """
     )
-    wait_for(ready.exists, 20, "the stubborn child's SIGTERM handler")
+    wait_for(ready.exists, 20, "the child's SIGTERM handler")
+    return child
+
+
+@pytest.mark.timeout(60)
+def test_stop_sends_sigterm_then_sigkills_what_ignores_it(tmp_path):
+    polite = _popen("import time; time.sleep(60)")
+    stubborn = _ignoring_sigterm(tmp_path)
     started = time.monotonic()
     processes.stop([polite, None, stubborn], timeout=1.0)
     elapsed = time.monotonic() - started
@@ -60,15 +66,6 @@ def test_describe_status():
 
 @pytest.mark.timeout(60)
 def test_kill_now_sigkills_without_a_grace_period(tmp_path):
-    ready = tmp_path / "ready"
-    stubborn = _popen(
-        f"""
-        import signal, time
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        open({str(ready)!r}, "w").close()
-        time.sleep(60)
-        """
-    )
-    wait_for(ready.exists, 20, "the child's SIGTERM handler")
+    stubborn = _ignoring_sigterm(tmp_path)
     processes.kill_now([stubborn])
     assert stubborn.returncode == -signal.SIGKILL
