@@ -321,8 +321,9 @@ def wait_processes_gone(pids, timeout: float) -> list[int]:
     return [p for p in pids if process_alive(p)]
 
 
-def _kill(processes: list[psutil.Process]) -> None:
-    """SIGKILLs `processes` and waits up to 10 s for them (test cleanup)."""
+def kill_processes(processes: list[psutil.Process]) -> None:
+    """Test cleanup: SIGKILLs `processes` and waits up to 10 s for them (the one SIGKILL of the
+    tests' helpers; the others call it)."""
     for p in processes:
         try:
             p.send_signal(signal.SIGKILL)
@@ -360,7 +361,7 @@ def kill_tree(process) -> None:
         tree = [parent, *parent.children(recursive=True)]
     except psutil.NoSuchProcess:
         tree = []
-    _kill(tree)
+    kill_processes(tree)
     if process.poll() is None:
         process.wait(timeout=10)
 
@@ -373,7 +374,7 @@ def kill_parent_and_children(parent, pids) -> None:
             alive.append(psutil.Process(pid))
         except psutil.NoSuchProcess:
             pass
-    _kill(alive)
+    kill_processes(alive)
     kill_tree(parent)
 
 
@@ -410,6 +411,12 @@ def no_leaked_children(timeout: float = 5.0):
     yield
     new = [p.pid for p in psutil.Process().children(recursive=True) if p.pid not in before]
     left = wait_processes_gone(new, timeout)
-    for pid in left:
-        os.kill(pid, signal.SIGKILL)
+    kill_processes([p for p in map(_process_or_none, left) if p is not None])
     assert not left, f"leaked child processes {left}"
+
+
+def _process_or_none(pid: int) -> psutil.Process | None:
+    try:
+        return psutil.Process(pid)
+    except psutil.NoSuchProcess:
+        return None

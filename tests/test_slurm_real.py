@@ -110,9 +110,9 @@ def _leftovers(marks: tuple[str, ...], timeout: float) -> list[str]:
     for process in alive:
         try:
             described.append(f"{process.pid} {' '.join(process.cmdline())[:120]}")
-            process.kill()
         except psutil.Error:
             continue
+    env_fixtures.kill_processes(alive)
     return described
 
 
