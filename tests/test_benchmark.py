@@ -317,6 +317,25 @@ def test_command_line_rejects_unknown_sections(capsys):
     assert "unknown sections ['bogus']" in capsys.readouterr().err
 
 
+def test_e2e_level_and_agent_choose_the_end_to_end_runs():
+    full = common.Sizes.full()
+    dmlab_shallow = main.select_runs(full, "seekavoid_arena_01", "shallow")
+    assert [(r["agent"], r["envs"]) for r in dmlab_shallow.e2e_runs] == [("shallow", 8)]
+    assert dmlab_shallow.dedicated_runs == ()
+    dmlab = main.select_runs(full, "seekavoid_arena_01")
+    assert {r["agent"] for r in dmlab.e2e_runs} == {"shallow", "deep"}
+    assert [r["agent"] for r in dmlab.dedicated_runs] == ["deep"]
+    assert all(r["agent"] == "deep" for r in main.select_runs(full, agent="deep").e2e_runs)
+    assert main.select_runs(full) == full
+
+
+def test_command_line_names_what_matched_no_end_to_end_run(capsys):
+    with pytest.raises(SystemExit) as info:
+        main.main(["--sections=e2e", "--e2e_level=atari/pong", "--e2e_agent=deep"])
+    assert info.value.code == 2
+    assert "no end-to-end run with level 'atari/pong' and agent 'deep'" in capsys.readouterr().err
+
+
 def _learner_update(name, agent, batch_size, unroll_length, seconds, frames_per_second):
     """A `learner_update` record of the benchmark file: one DMLab-shaped update without XLA."""
     return dict(

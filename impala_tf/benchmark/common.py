@@ -95,6 +95,9 @@ class Sizes:
                 # The deep agent: the "90 % of its update ceiling" target.
                 deep,
                 {**deep, "actor_nice": 10},
+                # The shallow agent on DMLab-shaped input, 8 environments per actor (on real
+                # DeepMind Lab its environments, not its inference, bound the actors).
+                {**deep, "agent": "shallow", "envs": 8},
             ),
             e2e_ceiling_steps=2,
             # The learner alone on one half of the CPUs, the actors on the other half.

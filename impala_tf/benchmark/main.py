@@ -112,6 +112,19 @@ def _update_variants(sizes: common.Sizes) -> list[tuple[str, bool, str]]:
     return variants
 
 
+def select_runs(sizes: common.Sizes, level: str = "", agent: str = "") -> common.Sizes:
+    """`sizes` with only the end-to-end runs on `level` of `agent` (an empty one: any)."""
+
+    def wanted(run: dict[str, Any]) -> bool:
+        return (not level or run["level"] == level) and (not agent or run["agent"] == agent)
+
+    return dataclasses.replace(
+        sizes,
+        e2e_runs=tuple(r for r in sizes.e2e_runs if wanted(r)),
+        dedicated_runs=tuple(r for r in sizes.dedicated_runs if wanted(r)),
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line: runs the benchmark, writes the JSON, prints the ratios."""
     parser = argparse.ArgumentParser(
@@ -127,20 +140,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         default="",
         help="only the end-to-end runs on this level (e.g. atari/pong); default: all",
     )
+    parser.add_argument(
+        "--e2e_agent",
+        default="",
+        choices=("", "shallow", "deep"),
+        help="only the end-to-end runs of this agent; default: both",
+    )
     args = parser.parse_args(argv)
     sections = [s for s in args.sections.split(",") if s]
     unknown = set(sections) - set(SECTIONS)
     if unknown:
         parser.error(f"unknown sections {sorted(unknown)}")
     sizes = common.Sizes.quick() if args.quick else common.Sizes.full()
-    if args.e2e_level:
-        sizes = dataclasses.replace(
-            sizes,
-            e2e_runs=tuple(r for r in sizes.e2e_runs if r["level"] == args.e2e_level),
-            dedicated_runs=tuple(r for r in sizes.dedicated_runs if r["level"] == args.e2e_level),
-        )
+    if args.e2e_level or args.e2e_agent:
+        sizes = select_runs(sizes, args.e2e_level, args.e2e_agent)
         if not sizes.e2e_runs and not sizes.dedicated_runs:
-            parser.error(f"no end-to-end run on level {args.e2e_level!r}")
+            wanted = " and ".join(
+                f"{what} {value!r}"
+                for what, value in (("level", args.e2e_level), ("agent", args.e2e_agent))
+                if value
+            )
+            parser.error(f"no end-to-end run with {wanted}")
     data = run_benchmark(sizes, sections)
     with open(args.output, "w") as f:
         json.dump(data, f, indent=2)
