@@ -53,7 +53,9 @@ def test_stop_sends_sigterm_then_sigkills_what_ignores_it(tmp_path):
     elapsed = time.monotonic() - started
     assert polite.returncode == -signal.SIGTERM
     assert stubborn.returncode == -signal.SIGKILL
-    assert 1.0 <= elapsed < 10.0
+    # It waited out the grace, and returned long before the children's own 60 s sleep would have
+    # ended (no bound on how fast a busy machine delivers signals).
+    assert 1.0 <= elapsed < 45.0
     processes.stop([polite, stubborn])  # Stopping what has exited is harmless.
 
 
