@@ -66,14 +66,15 @@ STYLE = {
 
 
 def load_episodes(logdir: str) -> list[Episode]:
-    """Rows of `<logdir>/episodes.csv` (see `impala_tf.run.bookkeeping`), in file order.
+    """Rows of `<logdir>/episodes.csv` (see `impala_tf.run.bookkeeping`; or its committed
+    `episodes.csv.gz`, `impala_tf.reports.archive`), in file order.
 
     Raises:
       FileNotFoundError: no episode log in `logdir`.
       ValueError: the log has no episodes or unexpected columns.
     """
     path = rundir.RunDir(logdir).episodes
-    if not os.path.exists(path):
+    if not os.path.exists(path) and not os.path.exists(path + ".gz"):
         raise FileNotFoundError(f"no episode log {path!r} (written by training runs)")
     try:
         episodes = read_episodes(path)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import csv
 import glob
+import gzip
 import io
 import math
 import os
@@ -184,9 +185,14 @@ def _row_frames(line: str) -> int:
 
 
 def read_episodes(path: str) -> list[dict[str, object]]:
-    """Rows of an `episodes.csv` with numeric fields converted."""
-    with open(path, newline="") as f:
-        rows = list(csv.DictReader(f))
+    """Rows of an `episodes.csv` with numeric fields converted; where `path` is absent, its gzip
+    `path + ".gz"` (a run's log as committed, `impala_tf.reports.archive`)."""
+    if not os.path.exists(path) and os.path.exists(path + ".gz"):
+        with gzip.open(path + ".gz", "rt", newline="") as f:
+            rows = list(csv.DictReader(f))
+    else:
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f))
     for row in rows:
         row["environment_frames"] = int(row["environment_frames"])
         row["episode_return"] = float(row["episode_return"])
@@ -359,7 +365,8 @@ _TENSOR_DTYPES = {1: "<f4", 2: "<f8", 3: "<i4", 9: "<i8", 19: "<f2"}
 
 def read_scalars(logdir: str) -> dict[str, list[tuple[int, float]]]:
     """The TensorBoard scalars that `Summaries` wrote in `logdir`: `{tag: [(frames, value), ...]}`
-    sorted by frames ({} without event files), read without TensorFlow.
+    sorted by frames ({} without event files), read without TensorFlow. A directory without event
+    files but with a `scalars.csv` (a run as committed, `impala_tf.reports.archive`) is read from it.
 
     Event files are TFRecord files (each record: a little-endian uint64 length, its masked CRC, the
     serialised `Event`, the data's masked CRC; CRCs are not checked) of `tensorboard`'s `Event`
@@ -369,7 +376,10 @@ def read_scalars(logdir: str) -> dict[str, list[tuple[int, float]]]:
     from tensorboard.compat.proto import event_pb2
 
     scalars: dict[str, list[tuple[int, float]]] = {}
-    for path in sorted(glob.glob(os.path.join(logdir, "events.out.tfevents.*"))):
+    event_files = sorted(glob.glob(os.path.join(logdir, "events.out.tfevents.*")))
+    if not event_files and os.path.exists(os.path.join(logdir, SCALARS_CSV)):
+        return read_scalars_csv(os.path.join(logdir, SCALARS_CSV))
+    for path in event_files:
         with open(path, "rb") as f:
             data = f.read()
         at = 0
@@ -397,4 +407,18 @@ def read_scalars(logdir: str) -> dict[str, list[tuple[int, float]]]:
                 else:
                     number = float(value.simple_value)
                 scalars.setdefault(value.tag, []).append((int(event.step), number))
+    return {tag: sorted(points) for tag, points in scalars.items()}
+
+
+SCALARS_CSV = "scalars.csv"
+SCALARS_CSV_HEADER = ("tag", "environment_frames", "value")
+
+
+def read_scalars_csv(path: str) -> dict[str, list[tuple[int, float]]]:
+    """`read_scalars`'s result from a CSV of rows `tag,environment_frames,value`."""
+    scalars: dict[str, list[tuple[int, float]]] = {}
+    with open(path, newline="") as f:
+        for row in csv.DictReader(f):
+            point = (int(row["environment_frames"]), float(row["value"]))
+            scalars.setdefault(row["tag"], []).append(point)
     return {tag: sorted(points) for tag, points in scalars.items()}
