@@ -1,7 +1,8 @@
 """Tests of `impala_tf.envs.workers`: environments in worker processes (release `py_process.py`).
 
 These run with the default data path (shared memory where `os.memfd_create` exists);
-tests/test_workers_shm.py compares it with the pickled path and checks its failure handling.
+tests/test_wire.py compares it with the pickled path and tests/test_shm_slots.py checks its failure
+handling.
 
 Runtime: about 13 s on 2 shared CPU cores (one test starts a parent process that imports
 TensorFlow, about 5 s).

@@ -11,10 +11,11 @@ run environments and send trajectories to the learner).
   receives all outputs, and returns a `StepOutput` with a leading `[E]` dimension. A worker that
   raises, dies or hangs is reported as `EnvWorkerError` or replaced (with `done=True` in its slot).
 - Fixed-size leaves of each `StepOutput` (frame, reward, done, episode statistics) travel through
-  shared memory: a `BatchedEnvironment` owns one anonymous memory file (`memfd`) holding an `[E, ...]`
-  array per leaf, and each worker writes its own slot; only a small message (status and the
-  variable-size leaves, such as the instruction string) is pickled over the socket. The release's
-  `py_process.py` pickled every result over its pipe; that remains the fallback here.
+  shared memory (`impala_tf.envs.shm_slots`): a `BatchedEnvironment` owns one anonymous memory file
+  (`memfd`) holding an `[E, ...]` array per leaf, and each worker writes its own slot; only a small
+  message (status and the variable-size leaves, such as the instruction string) is pickled over the
+  socket (`impala_tf.envs.wire`). The release's `py_process.py` pickled every result over its pipe;
+  that remains the fallback here.
 
 See docs/workers.md for the process model and the failure model.
 """
@@ -23,7 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import mmap
 import os
 import pickle
 import select
@@ -32,7 +32,6 @@ import subprocess
 import sys
 import threading
 import time
-import traceback
 import weakref
 from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection, Pipe
@@ -43,6 +42,7 @@ import tree
 
 from impala_tf.base import processes, structures
 from impala_tf.base.configs import EnvConfig
+from impala_tf.envs import shm_slots, wire
 from impala_tf.envs.base import Environment, StepStream
 
 __all__ = ["EnvFactory", "EnvWorker", "EnvWorkerError", "BatchedEnvironment", "Factory"]
@@ -52,23 +52,11 @@ _LOG = logging.getLogger(__name__)
 Factory = Callable[[], Environment]
 """A picklable zero-argument callable returning an `Environment` (e.g. `EnvFactory`)."""
 
-# Commands (parent -> child) and statuses (child -> parent).
-_INITIAL = 0
-_STEP = 1
-_CLOSE = 2
-_ATTACH = 3
-_OK = 0
-_ERROR = 1
-
-_PICKLE_PROTOCOL = 5
 # How often (seconds) an idle child checks that its parent is still alive.
 _PARENT_POLL_SECONDS = 1.0
 # Seed offset between consecutive replacements of one slot (prime, far above actor counts).
 _RESTART_SEED_STRIDE = 1_000_003
 
-# Byte alignment of each leaf's array in the shared memory file (a cache line).
-_SHARED_ALIGNMENT = 64
-_SHARED_NAME_PREFIX = "impala-env-slots"
 # What a dead child's error quotes of its last stderr output (lines, characters).
 _STDERR_TAIL_LINES = 3
 _STDERR_TAIL_CHARS = 240
@@ -151,263 +139,13 @@ class EnvFactory:
         return dataclasses.replace(self, seed=seed)
 
 
-def _dumps(obj: Any) -> bytes:
-    return pickle.dumps(obj, protocol=_PICKLE_PROTOCOL)
-
-
-def shared_memory_supported() -> bool:
-    """Whether this platform has anonymous memory files (`os.memfd_create`, Linux)."""
-    return hasattr(os, "memfd_create")
-
-
-def _is_fixed_size(leaf_spec: structures.ArraySpec) -> bool:
-    """Whether a leaf has a fixed byte size: a numeric dtype and a fully known shape."""
-    if np.dtype(leaf_spec.dtype) == np.object_:
-        return False
-    return all(isinstance(dim, (int, np.integer)) and dim >= 0 for dim in leaf_spec.shape)
-
-
-@dataclasses.dataclass(frozen=True)
-class _LeafLayout:
-    """Where the `[num_slots, *spec.shape]` array of flat leaf `index` lives in the shared file."""
-
-    index: int
-    spec: structures.ArraySpec
-    offset: int
-
-
-@dataclasses.dataclass(frozen=True)
-class _Layout:
-    """The shared file's layout: one array per fixed-size leaf, each `[num_slots, ...]`."""
-
-    num_slots: int
-    leaves: tuple[_LeafLayout, ...]
-    size: int
-
-    @classmethod
-    def for_spec(cls, flat_spec: list[structures.ArraySpec], num_slots: int) -> _Layout:
-        leaves = []
-        offset = 0
-        for index, leaf_spec in enumerate(flat_spec):
-            if not _is_fixed_size(leaf_spec):
-                continue  # Pickled over the socket.
-            leaves.append(_LeafLayout(index, leaf_spec, offset))
-            nbytes = num_slots * _leaf_nbytes(leaf_spec)
-            offset += -(-nbytes // _SHARED_ALIGNMENT) * _SHARED_ALIGNMENT
-        return cls(num_slots, tuple(leaves), max(offset, 1))
-
-    def matches(self, flat_spec: list[structures.ArraySpec]) -> bool:
-        """Whether `flat_spec` has the same fixed-size leaves (index, shape, dtype)."""
-        other = _Layout.for_spec(flat_spec, self.num_slots)
-        return [
-            (leaf.index, tuple(leaf.spec.shape), np.dtype(leaf.spec.dtype)) for leaf in self.leaves
-        ] == [
-            (leaf.index, tuple(leaf.spec.shape), np.dtype(leaf.spec.dtype)) for leaf in other.leaves
-        ]
-
-
-def _leaf_nbytes(leaf_spec: structures.ArraySpec) -> int:
-    return int(np.prod(leaf_spec.shape, dtype=np.int64)) * np.dtype(leaf_spec.dtype).itemsize
-
-
-def _map_arrays(buffer: mmap.mmap, layout: _Layout) -> dict[int, np.ndarray]:
-    """The `[num_slots, ...]` arrays of `layout`, as views of `buffer`, keyed by flat leaf index."""
-    return {
-        leaf.index: np.ndarray(
-            (layout.num_slots,) + tuple(leaf.spec.shape),
-            dtype=leaf.spec.dtype,
-            buffer=buffer,
-            offset=leaf.offset,
-        )
-        for leaf in layout.leaves
-    }
-
-
-def _close_fd(fd: int) -> None:
-    try:
-        os.close(fd)
-    except OSError:
-        pass
-
-
-class _SharedSlots:
-    """An anonymous shared memory file (`memfd`) with one `[num_slots, ...]` array per fixed leaf.
-
-    The file has no name in any file system (nothing in /dev/shm to unlink, no `resource_tracker`):
-    its memory is freed by the kernel when the last descriptor and mapping are gone, i.e. when the
-    owner closes it and every worker that mapped it has exited, however they exited (SIGKILL
-    included). Workers inherit the descriptor at start (`pass_fds`) and map it when the owner sends
-    the layout (`_ATTACH`), which is fixed by the first worker's observation spec.
-    """
-
-    def __init__(self, num_slots: int):
-        self.num_slots = num_slots
-        self.fd = os.memfd_create(f"{_SHARED_NAME_PREFIX}-{os.getpid()}", os.MFD_CLOEXEC)
-        self._fd_finalizer = weakref.finalize(self, _close_fd, self.fd)
-        self.layout: _Layout | None = None
-        self.arrays: dict[int, np.ndarray] = {}
-        self._buffer: mmap.mmap | None = None
-
-    def ensure_layout(self, flat_spec: list[structures.ArraySpec]) -> _Layout:
-        """Lays the file out for `flat_spec` on the first call; later calls must agree with it.
-
-        Raises:
-          ValueError: `flat_spec` disagrees with the layout (environments of different shapes).
-        """
-        if self.layout is None:
-            layout = _Layout.for_spec(flat_spec, self.num_slots)
-            os.ftruncate(self.fd, layout.size)
-            self._buffer = mmap.mmap(self.fd, layout.size)
-            self.arrays = _map_arrays(self._buffer, layout)
-            self.layout = layout
-        elif not self.layout.matches(flat_spec):
-            raise ValueError(
-                "environments disagree on the observation spec: "
-                f"{[leaf.spec for leaf in self.layout.leaves]} vs {flat_spec}"
-            )
-        return self.layout
-
-    def close(self) -> None:
-        """Closes the file and drops this object's mapping (workers keep theirs until they exit).
-
-        The mapping is not closed explicitly: numpy arrays made on an `mmap` do not hold a buffer
-        export, so `mmap.close()` would succeed under a live view and leave it dangling. Dropping
-        the references instead unmaps it when the last view (each holds the `mmap` as its base)
-        is gone; the workers drop theirs in `EnvWorker.close()`.
-        """
-        self.arrays = {}
-        self._buffer = None
-        self._fd_finalizer()
-
-
-def _check_leaf(leaf_spec: structures.ArraySpec, value: Any) -> np.ndarray:
-    """`value` as an array of exactly `leaf_spec`'s shape and dtype, or a ValueError naming it."""
-    array = np.asarray(value)
-    if array.shape != tuple(leaf_spec.shape) or array.dtype != np.dtype(leaf_spec.dtype):
-        raise ValueError(
-            f"observation {leaf_spec.name!r}: expected "
-            f"{np.dtype(leaf_spec.dtype).name}{list(leaf_spec.shape)}, "
-            f"got {array.dtype.name}{list(array.shape)}"
-        )
-    return array
-
-
-def _wire(
-    output: structures.StepOutput,
-    flat_spec: list[structures.ArraySpec],
-    slot_views: dict[int, np.ndarray] | None = None,
-) -> list:
-    """A `StepOutput` as a flat list that pickles cheaply (in the child).
-
-    `flat_spec` is `tree.flatten(structures.step_output_specs(observation_spec))`. Leaves with an
-    entry in `slot_views` (this worker's slot of the shared arrays) are written there and travel
-    as None. Otherwise scalar leaves travel as Python scalars, other numeric leaves as raw bytes
-    (after checking them against the spec, so a mis-specified environment fails in the child with a
-    clear error), string leaves as themselves.
-    """
-    slot_views = slot_views or {}
-    wire = []
-    for index, (leaf_spec, value) in enumerate(zip(flat_spec, tree.flatten(output), strict=True)):
-        view = slot_views.get(index)
-        if view is not None:
-            view[...] = value if not leaf_spec.shape else _check_leaf(leaf_spec, value)
-            wire.append(None)
-        elif np.dtype(leaf_spec.dtype) == np.object_:
-            if isinstance(value, np.ndarray) and value.shape == ():
-                value = value.item()
-            wire.append(value)
-        elif not leaf_spec.shape:
-            wire.append(value.item() if isinstance(value, np.generic) else value)
-        else:
-            wire.append(_check_leaf(leaf_spec, value).tobytes())
-    return wire
-
-
-def _is_simple(spec: Any) -> bool:
-    """Whether `spec` is made of NamedTuples and `ArraySpec`s only (fast unflattening)."""
-    if isinstance(spec, structures.ArraySpec):
-        return True
-    return isinstance(spec, tuple) and hasattr(spec, "_fields") and all(map(_is_simple, spec))
-
-
-def _build(spec: Any, leaves: Any) -> Any:
-    if isinstance(spec, structures.ArraySpec):
-        return next(leaves)
-    return type(spec)(*(_build(field, leaves) for field in spec))
-
-
-def _unwire(
-    wires: Sequence[list],
-    spec: Any,
-    flat_spec: list[structures.ArraySpec],
-    shared: dict[int, np.ndarray] | None = None,
-) -> Any:
-    """Stacks E wire lists into the structure of `spec` with a leading `[E]` dimension.
-
-    Args:
-      wires: E outputs of `_wire`.
-      spec: `structures.step_output_specs(observation_spec)`.
-      flat_spec: `tree.flatten(spec)`.
-      shared: the shared `[E, ...]` arrays by flat leaf index, every slot freshly written; they are
-        copied, so the result never aliases memory that the next step overwrites.
-
-    Returns:
-      A `StepOutput` of arrays `[E, ...]`; string leaves are object arrays of bytes.
-    """
-    num = len(wires)
-    shared = shared or {}
-    leaves = []
-    for j, leaf_spec in enumerate(flat_spec):
-        shape = (num,) + tuple(leaf_spec.shape)
-        if j in shared:
-            out = shared[j].copy()
-        elif np.dtype(leaf_spec.dtype) == np.object_:
-            out = np.empty(shape, dtype=object)
-            for i, wire in enumerate(wires):
-                out[i] = wire[j]
-        elif not leaf_spec.shape:
-            out = np.array([wire[j] for wire in wires], dtype=leaf_spec.dtype)
-        else:
-            out = np.empty(shape, dtype=leaf_spec.dtype)
-            view = memoryview(out).cast("B")
-            size = out.nbytes // num
-            for i, wire in enumerate(wires):
-                view[i * size : (i + 1) * size] = wire[j]
-        leaves.append(out)
-    if _is_simple(spec):
-        return _build(spec, iter(leaves))
-    return tree.unflatten_as(spec, leaves)
-
-
-def _error_payload(exc: BaseException) -> tuple[str, str, str]:
-    return (
-        type(exc).__qualname__,
-        str(exc),
-        "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
-    )
-
-
-def _attach_slot(shared_fd: int, layout: _Layout, slot: int) -> dict[int, np.ndarray]:
-    """In the child: maps the shared file and returns this worker's slot views by leaf index.
-
-    The descriptor is closed once mapped; the mapping keeps the memory until the process exits.
-    """
-    if shared_fd < 0:
-        raise RuntimeError("this worker was started without a shared memory file")
-    if not 0 <= slot < layout.num_slots:
-        raise ValueError(f"slot {slot} outside [0, {layout.num_slots})")
-    buffer = mmap.mmap(shared_fd, layout.size)
-    _close_fd(shared_fd)
-    return {index: array[slot, ...] for index, array in _map_arrays(buffer, layout).items()}
-
-
 def _child_main(conn: Connection, shared_fd: int = -1) -> None:
     """The worker process: build the environment, then serve commands until close or EOF.
 
     Args:
       conn: the connection to the parent.
-      shared_fd: an inherited shared memory file (see `_SharedSlots`), mapped on `_ATTACH`; -1 for
-        none (everything is pickled).
+      shared_fd: an inherited shared memory file (see `shm_slots.SharedSlots`), mapped on
+        `wire.ATTACH`; -1 for none (everything is pickled).
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     parent_pid = os.getppid()
@@ -429,32 +167,32 @@ def _child_main(conn: Connection, shared_fd: int = -1) -> None:
             flat_spec = tree.flatten(structures.step_output_specs(env.observation_spec))
             info = (env.observation_spec, int(env.num_actions), int(env.num_action_repeats))
         except BaseException as exc:  # noqa: BLE001 - every failure goes back to the parent.
-            conn.send_bytes(_dumps((_ERROR, _error_payload(exc))))
+            conn.send_bytes(wire.dumps((wire.ERROR, wire.error_payload(exc))))
             return
-        conn.send_bytes(_dumps((_OK, info)))
+        conn.send_bytes(wire.dumps((wire.OK, info)))
         while True:
             if not poller.poll(_PARENT_POLL_SECONDS * 1000):
                 if os.getppid() != parent_pid:
                     return  # Orphaned: the parent died without closing the pipe.
                 continue
             command, argument = pickle.loads(conn.recv_bytes())
-            if command == _CLOSE:
+            if command == wire.CLOSE:
                 return
             try:
-                if command == _STEP:
-                    reply = (_OK, _wire(stream.step(argument), flat_spec, slot_views))
-                elif command == _INITIAL:
-                    reply = (_OK, _wire(stream.initial(), flat_spec, slot_views))
-                elif command == _ATTACH:
+                if command == wire.STEP:
+                    reply = (wire.OK, wire.encode(stream.step(argument), flat_spec, slot_views))
+                elif command == wire.INITIAL:
+                    reply = (wire.OK, wire.encode(stream.initial(), flat_spec, slot_views))
+                elif command == wire.ATTACH:
                     layout, slot = argument
-                    slot_views = _attach_slot(shared_fd, layout, slot)
+                    slot_views = shm_slots.attach_slot(shared_fd, layout, slot)
                     shared_fd = -1
-                    reply = (_OK, None)
+                    reply = (wire.OK, None)
                 else:
                     raise ValueError(f"unknown worker command {command!r}")
             except Exception as exc:  # noqa: BLE001 - sent to the parent, the child keeps serving.
-                reply = (_ERROR, _error_payload(exc))
-            conn.send_bytes(_dumps(reply))
+                reply = (wire.ERROR, wire.error_payload(exc))
+            conn.send_bytes(wire.dumps(reply))
     except (EOFError, OSError):
         return  # The parent closed the pipe or died.
     finally:
@@ -470,7 +208,7 @@ def _shutdown(
     process: subprocess.Popen,
     conn: Connection,
     timeout: float,
-    owned_slots: _SharedSlots | None = None,
+    owned_slots: shm_slots.SharedSlots | None = None,
     stderr: _StderrTail | None = None,
 ) -> None:
     """Asks the child to exit, then terminates, then kills it; always reaps it. Idempotent.
@@ -490,7 +228,7 @@ def _shutdown(
 def _stop_child(process: subprocess.Popen, conn: Connection, timeout: float) -> None:
     if process.poll() is None and not conn.closed:
         try:
-            conn.send_bytes(_dumps((_CLOSE, None)))
+            conn.send_bytes(wire.dumps((wire.CLOSE, None)))
         except OSError:
             pass
     if not conn.closed:
@@ -571,8 +309,8 @@ class EnvWorker:
       name: a label for logs and errors.
       shared_memory: carry the fixed-size leaves of each output through shared memory (default,
         where `os.memfd_create` exists); False pickles everything over the socket.
-      shared_slots: internal (`BatchedEnvironment`): a `_SharedSlots` owned by the caller, of
-        which this worker writes slot `slot`. By default a worker owns a one-slot file.
+      shared_slots: internal (`BatchedEnvironment`): a `shm_slots.SharedSlots` owned by the
+        caller, of which this worker writes slot `slot`. By default a worker owns a one-slot file.
       slot: this worker's slot in `shared_slots`.
 
     Raises:
@@ -586,13 +324,13 @@ class EnvWorker:
         close_timeout: float = 5.0,
         name: str = "env",
         shared_memory: bool = True,
-        shared_slots: _SharedSlots | None = None,
+        shared_slots: shm_slots.SharedSlots | None = None,
         slot: int = 0,
     ):
-        payload = _dumps(factory)  # Fails here, in the parent, for unpicklable factories.
-        if shared_slots is None and shared_memory and shared_memory_supported():
-            shared_slots = _SharedSlots(1)
-            self._owned_slots: _SharedSlots | None = shared_slots
+        payload = wire.dumps(factory)  # Fails here, in the parent, for unpicklable factories.
+        if shared_slots is None and shared_memory and shm_slots.shared_memory_supported():
+            shared_slots = shm_slots.SharedSlots(1)
+            self._owned_slots: shm_slots.SharedSlots | None = shared_slots
         else:
             self._owned_slots = None
         self._shared_slots = shared_slots
@@ -699,7 +437,7 @@ class EnvWorker:
         if not layout.leaves:
             return  # No fixed-size leaves: everything is pickled.
         try:
-            self._conn.send_bytes(_dumps((_ATTACH, (layout, self._slot))))
+            self._conn.send_bytes(wire.dumps((wire.ATTACH, (layout, self._slot))))
         except OSError as exc:
             raise self._died("attach") from exc
         self._recv(timeout, "attach")
@@ -710,11 +448,11 @@ class EnvWorker:
 
     def send_initial(self) -> None:
         """Asks the child to reset its stream; collect the `StepOutput` with `receive()`."""
-        self._send(_INITIAL, None)
+        self._send(wire.INITIAL, None)
 
     def send_step(self, action: int) -> None:
         """Sends `action` (int in `[0, num_actions)`); collect the `StepOutput` with `receive()`."""
-        self._send(_STEP, int(action))
+        self._send(wire.STEP, int(action))
 
     def receive(self, timeout: float | None = None) -> structures.StepOutput:
         """The answer to the oldest outstanding `send_initial` / `send_step`.
@@ -730,7 +468,7 @@ class EnvWorker:
           EnvWorkerError: the environment raised (the child is still usable), the child died, or
             the answer did not come in time (the child is then out of step and should be closed).
         """
-        batch = _unwire(
+        batch = wire.decode(
             [self.receive_wire(timeout)], self._output_spec, self._flat_spec, self._shared_arrays
         )
         return tree.map_structure(lambda x: x[0], batch)
@@ -746,7 +484,7 @@ class EnvWorker:
         return self.receive(timeout)
 
     def receive_wire(self, timeout: float | None = None) -> list:
-        """Like `receive`, but returns the raw wire list (see `_wire`), for batching."""
+        """Like `receive`, but returns the raw wire list (see `wire.encode`), for batching."""
         if self._pending <= 0:
             raise RuntimeError(f"{self.name}: receive() without a pending send")
         self._pending -= 1
@@ -791,7 +529,7 @@ class EnvWorker:
         if self._conn.closed:
             raise _WorkerDied(f"{self.name} (pid {self.pid}) is closed")
         try:
-            self._conn.send_bytes(_dumps((command, argument)))
+            self._conn.send_bytes(wire.dumps((command, argument)))
         except OSError as exc:
             raise self._died("send") from exc
         self._pending += 1
@@ -807,7 +545,7 @@ class EnvWorker:
             status, payload = pickle.loads(self._conn.recv_bytes())
         except (EOFError, OSError) as exc:
             raise self._died(what) from exc
-        if status == _ERROR:
+        if status == wire.ERROR:
             remote_type, remote_message, remote_traceback = payload
             raise EnvWorkerError(
                 f"{self.name} (pid {self.pid}) raised during {what}: "
@@ -864,9 +602,9 @@ class BatchedEnvironment:
         self._failures = [0] * len(self._factories)
         self._closed = False
         self._workers: list[EnvWorker | None] = [None] * len(self._factories)
-        self._shared: _SharedSlots | None = None
-        if shared_memory and shared_memory_supported():
-            self._shared = _SharedSlots(len(self._factories))
+        self._shared: shm_slots.SharedSlots | None = None
+        if shared_memory and shm_slots.shared_memory_supported():
+            self._shared = shm_slots.SharedSlots(len(self._factories))
         try:
             for i in range(len(self._factories)):
                 self._workers[i] = self._new_worker(i)
@@ -1040,7 +778,7 @@ class BatchedEnvironment:
         if raised is not None:
             raise raised
         shared = None if self._shared is None else self._shared.arrays
-        output = _unwire(wires, self._output_spec, self._flat_spec, shared)
+        output = wire.decode(wires, self._output_spec, self._flat_spec, shared)
         if hung is not None:
             error = EnvWorkerError(f"{hung} (the worker was replaced)")
             error.partial_output = output
