@@ -2,7 +2,7 @@
 
 The flags of the run's settings are generated from the config dataclasses (`impala_tf.base.configs`);
 they keep the official release's names where it had them. Without `--preset`, the level chooses
-the preset (`configs.preset_for_level`), so the release's command lines get the paper's settings.
+the preset (`presets.preset_for_level`), so the release's command lines get the paper's settings.
 This is the only module that reads flags.
 
     python -m impala_tf.experiment                              # toy task, laptop
@@ -22,7 +22,7 @@ from typing import Any
 
 from absl import app, flags
 
-from impala_tf.base import configs, hints, quiet
+from impala_tf.base import configs, hints, presets, quiet
 from impala_tf.run import rundir
 
 FLAGS = flags.FLAGS
@@ -33,7 +33,7 @@ RUN_DIR_ENV = "IMPALA_TF_RUN_DIR"  # The local run's directory, for the launcher
 flags.DEFINE_string(
     "preset",
     None,
-    f"Named configuration: {', '.join(configs.PRESETS)}. Default: the one --level_name implies "
+    f"Named configuration: {', '.join(presets.PRESETS)}. Default: the one --level_name implies "
     "(dmlab30, atari57, atari for atari/<game>, toy for toy/<task>, dmlab for any other level; toy "
     "without --level_name).",
 )
@@ -72,7 +72,7 @@ flags.DEFINE_bool("record_video", False, "Test mode: MP4 and GIF of one episode 
 def _define_config_flags() -> dict[str, configs.Setting]:
     """One flag per config field (name, type, help and bounds from the field); fields that a preset
     sets have no default of their own: their help says it comes from the preset."""
-    from_presets = configs.preset_keys()
+    from_presets = presets.preset_keys()
     defined = {}
     for s in configs.settings():
         if not s.flag:
@@ -109,7 +109,7 @@ def explicit_overrides() -> dict[str, dict[str, Any]]:
     return overrides
 
 
-def resolve_config() -> configs.Resolved:
+def resolve_config() -> presets.Resolved:
     """The resolved configuration: defaults, the preset, the flags, then the environment's facts.
 
     Raises:
@@ -118,24 +118,24 @@ def resolve_config() -> configs.Resolved:
     """
     from impala_tf import envs
 
-    resolved = configs.resolve(FLAGS.preset, explicit_overrides(), pbt=FLAGS.mode == "pbt")
+    resolved = presets.resolve(FLAGS.preset, explicit_overrides(), pbt=FLAGS.mode == "pbt")
     complete = envs.complete_config(resolved.config)
     sources = dict(resolved.sources)
     for key in envs.ENVIRONMENT_FIELDS:
         section, name = key.split(".")
         before = getattr(getattr(resolved.config, section), name)
         after = getattr(getattr(complete, section), name)
-        if before != after and sources[key] == configs.SOURCE_FLAG:
+        if before != after and sources[key] == presets.SOURCE_FLAG:
             raise ValueError(
                 f"--{name}={before} does not apply to {complete.env.level_name} (its environment "
                 f"needs {after})"
             )
         if before != after or key in ("env.kind", "agent.num_actions", "agent.use_instruction"):
-            sources[key] = configs.SOURCE_ENVIRONMENT
-    return configs.Resolved(complete, resolved.preset, resolved.preset_chosen_by, sources)
+            sources[key] = presets.SOURCE_ENVIRONMENT
+    return presets.Resolved(complete, resolved.preset, resolved.preset_chosen_by, sources)
 
 
-def describe(resolved: configs.Resolved) -> str:
+def describe(resolved: presets.Resolved) -> str:
     """Each resolved value and its source, the network's variables, `Trainable parameters: N`."""
     from impala_tf import envs
     from impala_tf.agent import networks
@@ -185,7 +185,7 @@ def main(argv: list[str]) -> int:
     return test(resolved.config)
 
 
-def pbt(resolved: configs.Resolved) -> int:
+def pbt(resolved: presets.Resolved) -> int:
     """`--mode=pbt`: a population of training runs in `--logdir` and its controller
     (`impala_tf.studies.pbt.supervisor`; paper appendix F)."""
     from impala_tf.studies.pbt import controller, supervisor

@@ -17,7 +17,7 @@ import pytest
 import tree
 
 from impala_tf import envs
-from impala_tf.base import configs, structures
+from impala_tf.base import configs, presets, structures
 from impala_tf.base.configs import EnvConfig
 from impala_tf.envs import atari, atari_vector
 from impala_tf.envs.base import StepStream
@@ -266,7 +266,7 @@ def test_the_backend_setting_chooses_the_batched_environment():
         configs.validate(one_repeat)
     configs.validate(one_repeat.replace("env", atari_backend="python"))
     # No worker process per environment: the memory estimate counts ~2 MB, not a process each.
-    atari = envs.complete_config(configs.from_preset("atari"))
+    atari = envs.complete_config(presets.from_preset("atari"))
     native_bytes = builders.memory_estimate(atari)["actors"]
     python_bytes = builders.memory_estimate(atari.replace("env", atari_backend="python"))["actors"]
     assert python_bytes - native_bytes == 48 * (60 - 2) * 2**20

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 
 from impala_tf import envs
-from impala_tf.base import configs
+from impala_tf.base import presets
 from impala_tf.run import builders
 
 
 def _atari57(**runtime):
     overrides = {"agent": {"agent": "shallow"}, "runtime": runtime}
-    return envs.complete_config(configs.from_preset("atari57", overrides))
+    return envs.complete_config(presets.from_preset("atari57", overrides))
 
 
 def test_run_parts_derive_the_environment_facts_once(monkeypatch):
@@ -52,4 +52,4 @@ def test_run_parts_agree_with_the_builders_one_by_one():
 
 def test_run_parts_need_a_completed_configuration():
     with pytest.raises(ValueError, match="complete_config"):
-        builders.run_parts(configs.from_preset("toy"))
+        builders.run_parts(presets.from_preset("toy"))

@@ -18,7 +18,7 @@ import tensorflow as tf
 
 import dmlab30
 from impala_tf import envs
-from impala_tf.base import configs, scores, structures
+from impala_tf.base import configs, presets, scores, structures
 from impala_tf.envs import toy
 from impala_tf.envs.base import StepStream
 from impala_tf.paper import atari57
@@ -40,7 +40,7 @@ def no_leaked_children():
 
 def _toy_config(level: str, use_lstm: bool = True) -> configs.Config:
     return envs.complete_config(
-        configs.from_preset(
+        presets.from_preset(
             "toy",
             {"env": {"level_name": level}, "agent": {"agent": "shallow", "use_lstm": use_lstm}},
         )
@@ -265,7 +265,7 @@ def test_greedy_plays_the_dominant_action_and_sampled_does_not(tmp_path, no_leak
 @pytest.mark.timeout(180)
 def test_atari_pong_results_have_human_normalized_score(tmp_path, no_leaked_children):
     config = envs.complete_config(
-        configs.from_preset(
+        presets.from_preset(
             "atari",
             {
                 "env": {"level_name": "atari/pong", "atari_max_episode_frames": 40},

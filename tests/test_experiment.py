@@ -129,9 +129,9 @@ def test_help_shows_no_default_that_does_not_apply():
         name = re.match(r"(?:\[no\])?(\w+)", block)
         if name:
             help_of[name.group(1)] = " ".join(block.split())
-    from impala_tf.base import configs
+    from impala_tf.base import presets
 
-    for key in configs.preset_keys():
+    for key in presets.preset_keys():
         name = key.split(".")[1]
         assert "(default: from the preset)" in help_of[name], help_of[name]
         assert "(default: '" not in help_of[name], help_of[name]
@@ -180,11 +180,11 @@ def _tree(root):
 
 @pytest.mark.timeout(120)
 def test_other_settings_in_a_used_run_directory_are_refused_at_once(tmp_path):
-    from impala_tf.base import configs
+    from impala_tf.base import configs, presets
 
     logdir = tmp_path / "run"
     os.makedirs(logdir / "checkpoints")
-    saved = configs.resolve("toy", {"runtime": {"logdir": str(logdir)}}).config
+    saved = presets.resolve("toy", {"runtime": {"logdir": str(logdir)}}).config
     configs.write_config(str(logdir / "config.json"), saved)
     before = _tree(tmp_path)
     result = run("--level_name=atari/pong", f"--logdir={logdir}", timeout=100)
@@ -250,11 +250,11 @@ def test_test_mode_on_an_atari_checkpoint_then_the_atari_report(tmp_path):
     import tensorflow as tf
 
     from impala_tf import envs
-    from impala_tf.base import configs
+    from impala_tf.base import configs, presets
     from impala_tf.run import builders
 
     logdir = tmp_path / "run"
-    config = configs.from_preset(
+    config = presets.from_preset(
         "atari",
         {
             "env": {"level_name": "atari/pong", "atari_max_episode_frames": 60},
@@ -330,10 +330,10 @@ def test_a_run_that_cannot_fit_in_memory_is_refused_before_it_starts(tmp_path, f
 
 def test_memory_estimate_counts_the_batch_and_the_processes():
     from impala_tf import envs
-    from impala_tf.base import configs
+    from impala_tf.base import presets
     from impala_tf.run import builders
 
-    config = envs.complete_config(configs.from_preset("atari", {"learner": {"batch_size": 10}}))
+    config = envs.complete_config(presets.from_preset("atari", {"learner": {"batch_size": 10}}))
     estimate = builders.memory_estimate(config)
     batch_frames = 10 * (20 + 1) * 84 * 84 * 4
     assert estimate["learner"] >= 7 * batch_frames

@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from impala_tf import envs
 from impala_tf.agent import frame_stacks
-from impala_tf.base import configs, structures
+from impala_tf.base import configs, presets, structures
 from impala_tf.envs import atari_vector
 from impala_tf.run import builders
 
@@ -125,7 +125,7 @@ def test_newest_and_older_frames():
 
 
 def test_queue_specs_send_a_quarter_of_the_frame_bytes_for_atari_only():
-    atari_config = envs.complete_config(configs.from_preset("atari"))
+    atari_config = envs.complete_config(presets.from_preset("atari"))
     agent = builders.build_agent(atari_config)
     whole = builders.trajectory_specs(atari_config, agent)
     sent = builders.queue_specs(atari_config, agent)
@@ -135,7 +135,7 @@ def test_queue_specs_send_a_quarter_of_the_frame_bytes_for_atari_only():
     off = atari_config.replace("runtime", send_frames_once=False)
     assert builders.sent_stack_depth(off) == 0
     assert builders.queue_specs(off, agent) == whole
-    toy = envs.complete_config(configs.from_preset("toy"))
+    toy = envs.complete_config(presets.from_preset("toy"))
     assert builders.sent_stack_depth(toy) == 0
     codec = builders.trajectory_codec(atari_config, agent)  # What both ends of the queue use.
     assert (codec.stack_depth, codec.specs, codec.wire_specs) == (K, whole, sent)

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from impala_tf.base import configs
+from impala_tf.base import presets
 from impala_tf.studies.pbt import ancestry, controller, protocol, rules
 
 EVOLVED = ("entropy_cost", "learning_rate", "epsilon")
@@ -36,10 +36,10 @@ def report(pbt_dir, member, frames, step, episodes, fitness, checkpoint=True, wi
 
 
 def test_settings_from_the_configuration():
-    config = configs.from_preset("dmlab30_pbt", {"runtime": {"seed": 9}})
+    config = presets.from_preset("dmlab30_pbt", {"runtime": {"seed": 9}})
     s = controller.Settings.from_config(config)
     assert s == controller.Settings(24, EVOLVED, 20_000_000, 5000, 0.05, 0.33, 1.2, 9)
-    atari = controller.Settings.from_config(configs.from_preset("atari57_pbt"))
+    atari = controller.Settings.from_config(presets.from_preset("atari57_pbt"))
     assert atari.evolved == (*EVOLVED, "grad_norm_clipping")
 
 

@@ -10,7 +10,7 @@ import tree
 
 from impala_tf import envs
 from impala_tf.agent import learner as learner_lib
-from impala_tf.base import configs, structures
+from impala_tf.base import presets, structures
 from impala_tf.run import builders, checkpoints, rundir, runtime
 from impala_tf.studies.pbt import member as pbt_member
 from impala_tf.studies.pbt import protocol
@@ -29,7 +29,7 @@ def member_config(index, **pbt):
             **pbt,
         },
     }
-    return envs.complete_config(configs.from_preset("toy", overrides))
+    return envs.complete_config(presets.from_preset("toy", overrides))
 
 
 def learner_context(config, logdir, learner, manager):
@@ -144,7 +144,7 @@ def test_a_missing_checkpoint_falls_back_to_the_members_newest(tmp_path):
 
 
 def test_a_fixed_configuration_is_not_a_member(tmp_path):
-    config = envs.complete_config(configs.from_preset("toy"))
+    config = envs.complete_config(presets.from_preset("toy"))
     assert (
         pbt_member.attach(learner_context(config, str(tmp_path), None, None), threading.Event())
         is None

@@ -16,7 +16,7 @@ from batch_fixtures import random_batch
 
 from impala_tf.agent import learner as learner_lib
 from impala_tf.agent import networks, replay
-from impala_tf.base import configs, structures
+from impala_tf.base import configs, presets, structures
 from impala_tf.run import runtime
 
 
@@ -141,16 +141,16 @@ def test_mixer_refuses_batches_without_fresh_or_replayed_part():
 
 
 def test_replay_settings_are_validated():
-    ok = configs.resolve("toy", {"learner": {"replay_capacity": 50, "replay_proportion": 0.5}})
+    ok = presets.resolve("toy", {"learner": {"replay_capacity": 50, "replay_proportion": 0.5}})
     assert ok.config.learner.replay_capacity == 50
     defaults = configs.LearnerConfig()
     assert (defaults.replay_capacity, defaults.replay_proportion) == (0, 0.0)  # No replay.
     with pytest.raises(ValueError, match="replay_capacity > 0"):
-        configs.resolve("toy", {"learner": {"replay_proportion": 0.5}})
+        presets.resolve("toy", {"learner": {"replay_proportion": 0.5}})
     with pytest.raises(ValueError, match="replay_proportion"):
-        configs.resolve("toy", {"learner": {"replay_capacity": 5, "replay_proportion": 1.0}})
+        presets.resolve("toy", {"learner": {"replay_capacity": 5, "replay_proportion": 1.0}})
     with pytest.raises(ValueError, match="one replayed and one fresh"):
-        configs.resolve(
+        presets.resolve(
             "toy", {"learner": {"batch_size": 2, "replay_capacity": 5, "replay_proportion": 0.9}}
         )
 
@@ -196,7 +196,7 @@ def test_memory_estimate_counts_the_replay_buffer():
     from impala_tf.run import builders
 
     def learner_bytes(**learner):
-        config = configs.from_preset("toy", {"learner": {"unroll_length": 100, **learner}})
+        config = presets.from_preset("toy", {"learner": {"unroll_length": 100, **learner}})
         return builders.memory_estimate(envs.complete_config(config))["learner"]
 
     without = learner_bytes()

@@ -4,14 +4,14 @@ import os
 
 import pytest
 
-from impala_tf.base import configs
+from impala_tf.base import configs, presets
 from impala_tf.run import rundir
 
 
 def _config(logdir, **learner):
     """The toy preset's configuration (B=8, 300K frames) in `logdir`."""
     overrides = {"runtime": {"logdir": str(logdir)}, "learner": learner}
-    return configs.resolve("toy", overrides).config
+    return presets.resolve("toy", overrides).config
 
 
 def _tree(root):

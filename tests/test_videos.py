@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from impala_tf import envs, testing
-from impala_tf.base import configs
+from impala_tf.base import presets
 from impala_tf.envs import atari, toy
 from impala_tf.envs.base import StepStream
 from impala_tf.run import videos
@@ -140,7 +140,7 @@ def test_a_replay_that_diverges_falls_back_to_the_observations(tmp_path):
 @pytest.mark.timeout(120)
 def test_atari_video_shows_the_emulators_colour_screen(tmp_path):
     config = envs.complete_config(
-        configs.from_preset(
+        presets.from_preset(
             "atari", {"env": {"level_name": "atari/pong", "atari_max_episode_frames": 200}}
         )
     )
@@ -162,7 +162,7 @@ def test_dmlab_language_level_caption_has_the_instruction(monkeypatch):
     monkeypatch.delitem(sys.modules, "deepmind_lab", raising=False)
     from impala_tf.envs import dmlab
 
-    config = configs.from_preset("dmlab", {"env": {"level_name": "language_select_located_object"}})
+    config = presets.from_preset("dmlab", {"env": {"level_name": "language_select_located_object"}})
     env = dmlab.DmLabEnvironment("language_select_located_object", config.env, seed=1)
     try:
         recording = _play(env, actions=0)

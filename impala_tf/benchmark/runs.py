@@ -11,11 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from impala_tf import envs
-from impala_tf.base import configs
+from impala_tf.base import configs, presets
 
 
 def e2e_config(run: dict[str, Any]) -> tuple[str, dict[str, dict[str, Any]]]:
-    """The preset and overrides (`configs.from_preset`) of an end-to-end run description."""
+    """The preset and overrides (`presets.from_preset`) of an end-to-end run description."""
     overrides = {
         "env": {"level_name": run["level"]},
         "agent": {
@@ -36,12 +36,12 @@ def e2e_config(run: dict[str, Any]) -> tuple[str, dict[str, dict[str, Any]]]:
         overrides["runtime"]["malloc_keep_mb"] = int(run["malloc_keep_mb"])
     if "send_frames_once" in run:
         overrides["runtime"]["send_frames_once"] = bool(run["send_frames_once"])
-    return configs.preset_for_level(run["level"]), overrides
+    return presets.preset_for_level(run["level"]), overrides
 
 
 def completed_config(preset: str, overrides: dict[str, dict[str, Any]]) -> configs.Config:
     """The run's configuration, completed with what its environment decides (actions, repeats)."""
-    return envs.complete_config(configs.from_preset(preset, overrides))
+    return envs.complete_config(presets.from_preset(preset, overrides))
 
 
 def needs_fake_dmlab(level: str) -> bool:

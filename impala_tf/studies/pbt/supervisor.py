@@ -27,7 +27,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from impala_tf.base import configs
+from impala_tf.base import configs, presets
 from impala_tf.run import launcher, supervision
 from impala_tf.studies.pbt import ancestry, controller, protocol
 
@@ -63,7 +63,7 @@ def member_seed(seed: int, index: int) -> int:
 
 
 def member_argv(
-    resolved: configs.Resolved,
+    resolved: presets.Resolved,
     index: int,
     hyperparameters: Mapping[str, float],
     python: str = sys.executable,
@@ -76,7 +76,7 @@ def member_argv(
     for s in configs.settings():
         if not s.flag or s.key in _MEMBER_OWN or s.name in hyperparameters:
             continue
-        if resolved.sources.get(s.key) == configs.SOURCE_FLAG:
+        if resolved.sources.get(s.key) == presets.SOURCE_FLAG:
             value = getattr(getattr(config, s.section), s.name)
             flags.append(f"--{s.name}={_flag_value(value)}")
     flags += [f"--{name}={value!r}" for name, value in hyperparameters.items()]
@@ -131,7 +131,7 @@ def summary_line(
 
 
 def run_population(
-    resolved: configs.Resolved,
+    resolved: presets.Resolved,
     python: str = sys.executable,
     initial: Sequence[Mapping[str, float]] | None = None,
     say: Callable[[str], None] = _say,
