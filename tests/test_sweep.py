@@ -422,6 +422,170 @@ def test_the_results_page_shows_the_report_of_its_committed_runs(tmp_path):
     assert page.split(RESULTS_MARKER, 1)[1].strip() == report.read_text().strip()
 
 
+def test_an_ordering_resting_on_one_run_does_not_hold():
+    """Two seeds x 4 sets: V-trace is above on both seeds and beyond the spread only because of
+    one run (set 0 of seed 1, 1.0); with it left out the set counts for neither seed and the gap
+    turns negative. No correction above epsilon holds whichever run is left out."""
+    per_seed = {
+        ("vtrace", 0): [1.0, 0.1, 0.0, -0.5],
+        ("vtrace", 1): [0.5, 0.2, 0.1, -0.5],
+        ("none", 0): [0.2, 0.2, 0.2, -0.5],
+        ("none", 1): [0.2, 0.2, 0.2, -0.5],
+        ("epsilon", 0): [-0.4, -0.4, -0.4, -0.5],
+        ("epsilon", 1): [-0.4, -0.4, -0.4, -0.5],
+    }
+    results = [
+        _result("toy/catch", method, False, s, value, repeat=repeat)
+        for (method, repeat), values in per_seed.items()
+        for s, value in enumerate(values)
+    ]
+    by_cell = table2.cells(results)
+    rests = table2.ordering(by_cell, "toy/catch", ("vtrace", False), ("none", False))
+    assert rests.gap == pytest.approx((1.1 / 3 + 0.8 / 3) / 2 - 0.2)
+    assert all(g > 0 for g in rests.seed_gaps) and rests.gap > rests.spread
+    assert rests.left_out_gap == pytest.approx((-0.4 / 3 + -0.2 / 3) / 2 - 0.2)
+    assert rests.left_out_run == "V-trace / no replay / set 0 / seed 1"
+    assert not rests.holds
+    robust = table2.ordering(by_cell, "toy/catch", ("none", False), ("epsilon", False))
+    assert robust.holds and robust.left_out_gap == pytest.approx(-0.1 / 3 + 0.4)  # Set 3 enters.
+    found = {(o.above, o.below): o.holds for o in table2.orderings(results)}
+    assert found == {
+        (("vtrace", False), ("none", False)): False,
+        (("vtrace", False), ("epsilon", False)): True,
+        (("none", False), ("epsilon", False)): True,
+    }
+    tables, _ = common.parse_csv_report(table2.build_report(results).render("csv"))
+    assert [r["Holds"] for r in tables[table2.ORDERINGS_TITLE]] == ["yes", "no", "yes"]
+
+
+VT, ONE, EPS, NONE = "vtrace", "one_step", "epsilon", "none"
+NO_REPLAY_PAIRS = [
+    ((a, False), (b, False))
+    for i, a in enumerate((VT, ONE, EPS, NONE))
+    for b in (ONE, EPS, NONE)[i:]
+]
+# What each bullet of the page's "What the data show" states, by the page's rule: "holds" (above on
+# both seeds, beyond the spread and with any single run left out), "one_run" (the first two but
+# not the third: the bullet names the run and the gap without it), "neither" (neither cell above
+# the other).
+PAGE_CLAIMS = {
+    "With replay, V-trace and 1-step are above epsilon-correction and no correction": {
+        "holds": [((VT, True), (EPS, True)), ((VT, True), (NONE, True))]
+        + [((ONE, True), (EPS, True)), ((ONE, True), (NONE, True))]
+    },
+    "V-trace against 1-step is not settled": {
+        "neither": [((VT, True), (ONE, True)), ((VT, False), (ONE, False))]
+    },
+    "Without replay no ordering holds": {
+        "one_run": [((VT, False), (NONE, False))],
+        "neither": [p for p in NO_REPLAY_PAIRS if p != ((VT, False), (NONE, False))],
+    },
+    "Replay helps 1-step; V-trace's rise rests on one run": {
+        "holds": [((ONE, True), (ONE, False))],
+        "one_run": [((VT, True), (VT, False))],
+        "neither": [((EPS, True), (EPS, False)), ((NONE, True), (NONE, False))],
+    },
+    "Epsilon-correction and no correction match, as expected": {
+        "neither": [((EPS, False), (NONE, False)), ((EPS, True), (NONE, True))]
+    },
+    "Single runs move a lot from seed to seed": {},
+}
+
+
+def _check_claims(by_cell, claims, text=None):
+    """Each claim holds on the runs `by_cell`, and `text` (if given) prints its numbers as the
+    report does."""
+    value = {k[1:]: table2.cell_value(c) for k, c in by_cell.items()}
+    gaps = []
+    for above, below in claims.get("holds", []):
+        o = table2.ordering(by_cell, "toy/catch", above, below)
+        assert o.holds, (above, below)
+        gaps.append(o.left_out_gap)
+        if text is not None:
+            assert f"{value[above]:.2f}" in text and f"{value[below]:.2f}" in text, (above, below)
+    if gaps and text is not None:
+        assert f"{min(gaps):.2f}" in text  # The smallest gap with one run left out.
+    for above, below in claims.get("one_run", []):
+        o = table2.ordering(by_cell, "toy/catch", above, below)
+        assert all(g > 0 for g in o.seed_gaps) and o.gap > o.spread, (above, below)
+        assert o.left_out_gap <= 0, (above, below)
+        if text is not None:
+            set_index, seed = o.left_out_run.split(" / set ")[1].split(" / seed ")
+            assert f"set {set_index}, seed {seed}" in text, o.left_out_run
+            assert f"{o.left_out_gap:.2f}" in text, (above, below)
+            assert f"{value[above]:.2f}" in text and f"{value[below]:.2f}" in text, (above, below)
+    for a, b in claims.get("neither", []):
+        assert not table2.ordering(by_cell, "toy/catch", a, b).holds, (a, b)
+        assert not table2.ordering(by_cell, "toy/catch", b, a).holds, (b, a)
+
+
+def test_every_ordering_the_results_page_states_holds_with_any_single_run_left_out():
+    """docs/results/table2.md states an ordering or effect only if it holds on both seeds, beyond
+    the spread and with any single run left out of the committed CSV; every such ordering of the
+    CSV is stated; the numbers the bullets quote are the CSV's."""
+    results, _ = sweep.read_summary(RESULTS_RUNS)
+    by_cell = table2.cells(results)
+    page = open(RESULTS_PAGE).read()
+    section = page.split("## What the data show", 1)[1].split(RESULTS_MARKER, 1)[0]
+    bullets = {}
+    for bullet in section.split("\n- ")[1:]:
+        heading, _, text = bullet.partition("**:")
+        bullets[heading.strip("*")] = " ".join(text.split())
+    assert set(bullets) == set(PAGE_CLAIMS)
+    for heading, claims in PAGE_CLAIMS.items():
+        _check_claims(by_cell, claims, bullets[heading])
+    stated = {p for claims in PAGE_CLAIMS.values() for p in claims.get("holds", [])}
+    assert stated == {(o.above, o.below) for o in table2.orderings(results) if o.holds}
+    eps, none = by_cell[("toy/catch", EPS, False)], by_cell[("toy/catch", NONE, False)]
+    eps_r, none_r = by_cell[("toy/catch", EPS, True)], by_cell[("toy/catch", NONE, True)]
+    differences = [
+        e.values[r][s] - n.values[r][s]
+        for e, n in ((eps, none), (eps_r, none_r))
+        for r in (0, 1)
+        for s in range(6)
+    ]
+    assert (
+        f"is {np.median(differences):.2f}"
+        in bullets["Epsilon-correction and no correction match, as expected"]
+    )
+    seed_spreads = [
+        abs(c.values[0][s] - c.values[1][s]) for c in by_cell.values() for s in range(6)
+    ]
+    single = bullets["Single runs move a lot from seed to seed"]
+    assert f"{np.median(seed_spreads):.2f} in the median" in single
+    assert f"up to {max(seed_spreads):.2f}" in single
+
+
+def test_the_readme_states_only_table_2_orderings_that_hold():
+    """README's summary of the committed study states the page's orderings by the same rule."""
+    results, _ = sweep.read_summary(RESULTS_RUNS)
+    by_cell = table2.cells(results)
+    readme = " ".join(open(os.path.join(REPO, "README.md")).read().split())
+    value = {k[1:]: table2.cell_value(c) for k, c in by_cell.items()}
+    claims = {
+        f"with replay V-trace {value[(VT, True)]:.2f} and 1-step {value[(ONE, True)]:.2f} are above "
+        f"epsilon-correction and no correction (both {value[(EPS, True)]:.2f})": {
+            "neither": [((EPS, True), (NONE, True))],
+            "holds": PAGE_CLAIMS[
+                "With replay, V-trace and 1-step are above epsilon-correction and no correction"
+            ]["holds"],
+        },
+        "and replay helps 1-step;": {"holds": [((ONE, True), (ONE, False))]},
+        "replay's rise for V-trace and, without replay, V-trace above no correction each rest on "
+        "one run, and no other ordering without replay holds": {
+            "one_run": [((VT, True), (VT, False)), ((VT, False), (NONE, False))],
+            "neither": PAGE_CLAIMS["Without replay no ordering holds"]["neither"],
+        },
+        "V-trace against 1-step is not settled": {"neither": [((VT, True), (ONE, True))]},
+        "epsilon-correction and no correction match": {
+            "neither": [((EPS, False), (NONE, False)), ((EPS, True), (NONE, True))]
+        },
+    }
+    for phrase, claim in claims.items():
+        assert phrase in readme, phrase
+        _check_claims(by_cell, claim)
+
+
 PAPER_TABLE_2 = """
 without vtrace 46.8 32.9 31.3 229.2 43.8
 without one_step 51.8 35.9 25.4 215.8 43.7

@@ -18,7 +18,11 @@ layout (without replay, then with replay; V-trace, 1-Step, epsilon-correction, N
 each of the paper's five tasks gets our column and the paper's beside it, and any other task (a toy
 task of the small study) our column alone, followed by the paper's table as printed. With several
 seeds a second table gives every run's final return per seed and their spread. `--runs` adds
-every run. The output ends with the number of runs counted.
+every run. With several seeds a third table tests every ordering of two cells of a task (two
+corrections with the same replay setting, or one correction without and with replay): it holds
+when the upper cell is above for every seed, by more than the larger of the two cells' seed-to-seed
+spreads, and stays above with any single run left out. The output ends with the number of runs
+counted.
 
 See docs/table2.md.
 """
@@ -38,6 +42,11 @@ from impala_tf.studies import sweep
 
 TITLE = "Table 2: off-policy corrections, average final return of the best 3 of the sets"
 SEEDS_TITLE = "Seed to seed: each run's final return, per set"
+# Gaps closer than this times the largest final return of the two cells (at least 1) are ties: a
+# summary CSV keeps 6 significant digits of each final return. The first run in (cell, seed, set)
+# order names a tie.
+TIE = 1e-5
+ORDERINGS_TITLE = "Orderings: every seed, beyond the spread, and with any single run left out"
 
 
 def best_mean(values: Iterable[float], best: int = paper_table2.BEST_OF) -> float | None:
@@ -118,6 +127,177 @@ def cells(results: Sequence[sweep.RunResult]) -> dict[tuple[str, str, bool], Cel
         else:
             status = _status(r)
             cell.excluded[status] = cell.excluded.get(status, 0) + 1
+    return table
+
+
+def cell_value(cell: Cell, best: int = paper_table2.BEST_OF) -> float | None:
+    """A cell's value: the mean of its seeds' best-`best` means (None without counted runs)."""
+    per_seed = cell.seed_values(best)
+    return math.fsum(per_seed) / len(per_seed) if per_seed else None
+
+
+def _without(cell: Cell, repeat: int, set_index: int) -> Cell:
+    """The cell with the run of (`repeat`, `set_index`) left out (its set then pairs no seed)."""
+    values = {
+        r: {s: v for s, v in sets.items() if (r, s) != (repeat, set_index)}
+        for r, sets in cell.values.items()
+    }
+    return Cell({r: sets for r, sets in values.items() if sets})
+
+
+def _spread(values: Sequence[float]) -> float:
+    return max(values) - min(values) if values else 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Ordering:
+    """Whether cell `above` of a task stays above cell `below` (each a (method, replay) pair).
+
+    Attributes:
+      gap: above's value minus below's, all runs counted.
+      seed_gaps: the same per seed (each seed's best-3 means).
+      spread: the larger of the two cells' seed-to-seed spreads (max - min of the seeds' values).
+      left_out_gap: the smallest gap with one of the two cells' runs left out.
+      left_out_run: that run, "correction / replay / set s / seed i".
+    """
+
+    task: str
+    above: tuple[str, bool]
+    below: tuple[str, bool]
+    gap: float
+    seed_gaps: tuple[float, ...]
+    spread: float
+    left_out_gap: float
+    left_out_run: str
+
+    @property
+    def holds(self) -> bool:
+        """Above for every seed, beyond the larger spread, and with any single run left out."""
+        return (
+            all(g > 0 for g in self.seed_gaps) and self.gap > self.spread and self.left_out_gap > 0
+        )
+
+
+def _run_name(method: str, replay: bool, set_index: int, repeat: int) -> str:
+    label = paper_table2.METHOD_LABELS.get(method, method)
+    return f"{label} / {'replay' if replay else 'no replay'} / set {set_index} / seed {repeat + 1}"
+
+
+def ordering(
+    by_cell: dict[tuple[str, str, bool], Cell],
+    task: str,
+    above: tuple[str, bool],
+    below: tuple[str, bool],
+    best: int = paper_table2.BEST_OF,
+) -> Ordering:
+    """How far cell `above` of `task` is above cell `below`: with all runs, per seed, with the
+    spreads, and at its smallest with any single run of the two cells left out.
+
+    Raises:
+      ValueError: a cell without counted runs, or cells whose seeds differ.
+    """
+    upper, lower = by_cell[(task, *above)], by_cell[(task, *below)]
+    if upper.repeats != lower.repeats or cell_value(upper, best) is None:
+        raise ValueError(f"cells {above} and {below} of {task} are not comparable")
+    a_seeds, b_seeds = upper.seed_values(best), lower.seed_values(best)
+    smallest, run = math.inf, ""
+    scale = max(
+        [1.0] + [abs(v) for c in (upper, lower) for s in c.values.values() for v in s.values()]
+    )
+    for key, cell in ((above, upper), (below, lower)):
+        for repeat, sets in sorted(cell.values.items()):
+            for set_index in sorted(sets):
+                rest = _without(cell, repeat, set_index)
+                a = cell_value(rest, best) if key == above else cell_value(upper, best)
+                b = cell_value(rest, best) if key == below else cell_value(lower, best)
+                if a is not None and b is not None and a - b < smallest - TIE * scale:
+                    smallest, run = a - b, _run_name(*key, set_index, repeat)
+    return Ordering(
+        task,
+        above,
+        below,
+        cell_value(upper, best) - cell_value(lower, best),
+        tuple(a - b for a, b in zip(a_seeds, b_seeds, strict=True)),
+        max(_spread(a_seeds), _spread(b_seeds)),
+        smallest,
+        run,
+    )
+
+
+def orderings(
+    results: Sequence[sweep.RunResult], best: int = paper_table2.BEST_OF
+) -> list[Ordering]:
+    """Every pair of cells of a task with the same seeds: two corrections with the same replay
+    setting (without replay first), then each correction without and with replay; the higher of
+    the two cells (all runs counted) is `above`."""
+    by_cell = {k: c for k, c in cells(results).items() if cell_value(c, best) is not None}
+    methods = [m for m in paper_table2.METHODS if any(m == k[1] for k in by_cell)]
+    found = []
+    for task in _ordered_tasks(task for task, _, _ in by_cell):
+        pairs = [
+            ((first, replay), (second, replay))
+            for replay in (False, True)
+            for i, first in enumerate(methods)
+            for second in methods[i + 1 :]
+        ]
+        pairs += [((method, False), (method, True)) for method in methods]
+        for first, second in pairs:
+            one, two = by_cell.get((task, *first)), by_cell.get((task, *second))
+            if one is None or two is None or one.repeats != two.repeats:
+                continue
+            above = cell_value(one, best) >= cell_value(two, best)
+            found.append(
+                ordering(by_cell, task, *((first, second) if above else (second, first)), best)
+            )
+    return found
+
+
+def _cell_label(key: tuple[str, bool]) -> str:
+    method, replay = key
+    return (
+        f"{paper_table2.METHOD_LABELS.get(method, method)} {'with' if replay else 'without'} replay"
+    )
+
+
+def orderings_table(results: Sequence[sweep.RunResult], best: int = paper_table2.BEST_OF) -> Table:
+    """The `orderings` of the study, one row each."""
+    table = Table(
+        ORDERINGS_TITLE,
+        [
+            Column("Task"),
+            Column("Above"),
+            Column("Below"),
+            Column("Gap", digits=2),
+            Column("Gap per seed"),
+            Column("Larger spread", digits=2),
+            Column("Smallest gap, one run left out", digits=2),
+            Column("Run left out"),
+            Column("Holds"),
+        ],
+    )
+    for o in orderings(results, best):
+        table.add_row(
+            [
+                o.task,
+                _cell_label(o.above),
+                _cell_label(o.below),
+                o.gap,
+                _seeds_text(o.seed_gaps),
+                o.spread,
+                o.left_out_gap,
+                o.left_out_run,
+                "yes" if o.holds else "no",
+            ]
+        )
+    table.notes.append(
+        "Gap: the upper cell's value minus the lower's, all runs counted; per seed: the same "
+        "for each seed's best-3 mean. Larger spread: the larger of the two cells' seed-to-seed "
+        "spreads (max - min of the seeds' values). Smallest gap, one run left out: the gap "
+        "recomputed with each single run of the two cells left out in turn (its set then counts "
+        "for neither seed of its cell), at its smallest, and the run that gives it. Holds: the "
+        "gap is positive for every seed, larger than the larger spread, and positive with any "
+        "single run left out."
+    )
     return table
 
 
@@ -334,6 +514,8 @@ def build_report(
     tables = [table_2(results, best, last_episodes)]
     if len({int(r.manifest.get("repeat") or 0) for r in results if r.counted}) > 1:
         tables.append(seeds_table(results))
+        if orderings(results, best):
+            tables.append(orderings_table(results, best))
     if not any(r.manifest.get("task") in paper_table2.TASKS for r in results):
         tables.append(paper_table())
     if include_runs:
