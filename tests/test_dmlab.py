@@ -1,7 +1,10 @@
 """Tests of the DeepMind Lab adapter (`impala_tf.envs.dmlab`) against `impala_tf.testing`'s fake.
 
 The fake module behaves like the documented `deepmind_lab` API (string-only config, np.intc
-7-vector actions, RuntimeError after the episode ends, level-cache fetch/write); it is put on
+7-vector actions, RuntimeError after the episode ends, level-cache fetch/write) and, where they
+differ, like the engine's Python binding (an `int` reset seed, action values unchecked,
+`num_steps()` counting from 0 after a reset; `tests/test_dmlab_real.py` checks the same three on a
+build); it is put on
 `sys.path` explicitly, so these tests never skip. Runtime: about one second.
 """
 
@@ -112,6 +115,53 @@ def test_fake_rejects_non_string_config(fake_lab):
         fake_lab.Lab("seekavoid_arena_01", ["RGB_INTERLEAVED"], config={"width": 96})
     with pytest.raises(ValueError):
         fake_lab.Lab("seekavoid_arena_01", ["NOT_AN_OBSERVATION"], config={})
+
+
+def _fake_raw_lab(fake_lab):
+    return fake_lab.Lab("seekavoid_arena_01", ["RGB_INTERLEAVED"], config={"width": "96"})
+
+
+def test_fake_reset_takes_a_python_int_seed_only_as_the_binding_does(fake_lab):
+    """DeepMind Lab's `Lab_reset` accepts None or what `PyLong_Check` accepts: a numpy integer
+    raises ValueError (the adapter passes `int(...)`)."""
+    lab = _fake_raw_lab(fake_lab)
+    with pytest.raises(ValueError, match=r"'seed' must be int or None, was 'numpy.int64'"):
+        lab.reset(seed=np.int64(3))
+    with pytest.raises(ValueError, match="was 'float'"):
+        lab.reset(seed=3.0)
+    assert lab.seeds == [] and not lab.is_running()
+    assert lab.reset(seed=3) and lab.seeds == [3]
+
+
+def test_fake_step_passes_out_of_range_action_values_on_as_the_binding_does(fake_lab):
+    """`Lab_step` checks the action's shape and dtype, not its values against `action_spec()`."""
+    lab = _fake_raw_lab(fake_lab)
+    lab.reset(seed=1)
+    action = np.array([600, -600, 2, -3, 5, 0, 0], dtype=np.intc)  # Every bound exceeded.
+    spec = lab.action_spec()
+    assert any(not s["min"] <= v <= s["max"] for v, s in zip(action.tolist(), spec, strict=True))
+    reward = lab.step(action, num_steps=2)
+    assert reward == pytest.approx(2 * float(np.dot(action, fake_lab.REWARD_WEIGHTS)))
+    assert lab.steps == [(tuple(action.tolist()), 2)]
+    with pytest.raises(ValueError, match="shape"):
+        lab.step(np.zeros(6, dtype=np.intc))
+    with pytest.raises(TypeError):
+        lab.step([0] * 7)
+
+
+def test_fake_num_steps_is_zero_after_reset_and_counts_frames_asked_for(fake_lab, monkeypatch):
+    """`Lab_reset` sets the binding's counter to 0 and `Lab_step` adds its `num_steps` argument,
+    also for a step that the episode's end cut short."""
+    monkeypatch.setattr(fake_lab, "EPISODE_FRAMES", 6)
+    lab = _fake_raw_lab(fake_lab)
+    lab.reset(seed=1)
+    assert lab.num_steps() == 0
+    lab.step(np.zeros(7, dtype=np.intc), num_steps=4)
+    assert lab.num_steps() == 4
+    lab.step(np.zeros(7, dtype=np.intc), num_steps=4)  # Only 2 frames were left.
+    assert lab.num_steps() == 8 and not lab.is_running()
+    lab.reset(seed=2)
+    assert lab.num_steps() == 0
 
 
 @pytest.mark.parametrize("level", dmlab.DATASET_LEVELS)

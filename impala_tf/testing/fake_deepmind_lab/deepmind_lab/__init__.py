@@ -9,8 +9,16 @@ cache's `fetch` / `write` protocol), plus deterministic dynamics that tests can 
   stops early at the end of the episode, like DMLab;
 - each frame's reward is `dot(action, REWARD_WEIGHTS)`, so the reward of a step is that times the
   number of frames actually run;
-- `RGB_INTERLEAVED` is a uint8 `[height, width, 3]` frame filled with `num_steps() % 256`; `INSTR` is
-  the string `"instruction for <level> seed <seed>"`;
+- `RGB_INTERLEAVED` is a uint8 `[height, width, 3]` frame filled with the number of frames run in
+  the episode, modulo 256; `INSTR` is the string `"instruction for <level> seed <seed>"`;
+- where the engine's Python binding (DeepMind Lab's `python/dmlab_module.c`) differs from what its
+  documentation suggests, the fake does what the binding does: `reset(seed=...)` takes a Python
+  `int` (or None) only and raises ValueError on anything else, a numpy integer included
+  (`Lab_reset`, `PyLong_Check`); `step` checks the action's shape and dtype but not its values,
+  which reach the engine as given, out of `action_spec()`'s range or not (`Lab_step`);
+  `num_steps()` is 0 right after `reset` and grows by each `step`'s `num_steps` argument, even
+  where the episode ended before that many frames (`Lab_reset` sets the counter to 0, `Lab_step`
+  adds `num_steps`);
 - a level whose name starts with `missing_map` ends the process at every reset, as a real level
   whose map file is absent does: DeepMind Lab's engine writes `Didn't find map '<name>'` to stderr
   (`perror`) and calls `exit(1)` (`engine/code/deepmind/dmlab_connect.c`, `dev_map`), so no Python
@@ -57,6 +65,12 @@ _ACTION_SPEC = (
 _RENDERERS = ("software", "hardware")
 
 
+def _type_name(value) -> str:
+    """A type's name as CPython's `tp_name` gives it: "float", "numpy.int64"."""
+    kind = type(value)
+    return kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__name__}"
+
+
 def version() -> str:
     return "fake"
 
@@ -89,6 +103,7 @@ class Lab:
         self.cache_hits = 0
         self.cache_misses = 0
         self._frames = 0
+        self._num_steps = 0
         self._running = False
         self._closed = False
         self._seed = 0
@@ -160,13 +175,14 @@ class Lab:
         self._check_open()
         if seed is None:
             seed = int(np.random.randint(0, 2**31 - 1))
-        if not isinstance(seed, int | np.integer) or isinstance(seed, bool):
-            raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+        if not isinstance(seed, int):  # The binding's PyLong_Check: a numpy integer fails it.
+            raise ValueError(f"'seed' must be int or None, was '{_type_name(seed)}'.")
         self._seed = int(seed)
         self.seeds.append(self._seed)
         self._check_dataset()
         self._load_map(self._seed)
         self._frames = 0
+        self._num_steps = 0
         self._running = True
         return True
 
@@ -174,18 +190,19 @@ class Lab:
         self._check_open()
         if not self._running:
             raise RuntimeError("Environment in wrong status to advance: episode is not running.")
-        if not isinstance(action, np.ndarray) or action.dtype != np.intc:
-            raise ValueError("action must be a numpy array of dtype np.intc")
+        if not isinstance(action, np.ndarray):
+            raise TypeError(f"argument 1 must be numpy.ndarray, not {_type_name(action)}")
         if action.shape != (len(_ACTION_SPEC),):
-            raise ValueError(f"action must have shape ({len(_ACTION_SPEC)},), got {action.shape}")
-        for value, spec in zip(action.tolist(), _ACTION_SPEC, strict=True):
-            if not spec["min"] <= value <= spec["max"]:
-                raise ValueError(f"{spec['name']}={value} outside [{spec['min']}, {spec['max']}]")
+            raise ValueError(f"action must have shape ({len(_ACTION_SPEC)})")
+        if action.dtype != np.intc:
+            raise ValueError("action must have dtype np.intc")
+        # No range check: the binding hands the values to the engine as they are.
         if int(num_steps) < 1:
             raise ValueError("num_steps must be positive")
         self.steps.append((tuple(action.tolist()), int(num_steps)))
         frames = min(int(num_steps), EPISODE_FRAMES - self._frames)
         self._frames += frames
+        self._num_steps += int(num_steps)
         if self._frames >= EPISODE_FRAMES:
             self._running = False
         return float(np.dot(action, REWARD_WEIGHTS) * frames)
@@ -194,7 +211,8 @@ class Lab:
         return self._running and not self._closed
 
     def num_steps(self) -> int:
-        return self._frames
+        """Frames asked for since the last reset: the sum of `step`'s `num_steps` arguments."""
+        return self._num_steps
 
     def observations(self):
         self._check_open()
