@@ -46,7 +46,7 @@ VTRACE_ADVANTAGES = [1.0, 1.5]
 
 
 def _inputs(behaviour_probs, target_probs):
-    """`from_logits` keyword arguments for the two-step example, `[T=2, B=1, ...]`."""
+    """`CorrectionInputs` keyword arguments for the two-step example, `[T=2, B=1, ...]`."""
 
     def column(values):
         return tf.constant(np.asarray(values, np.float32)[:, None])
@@ -64,8 +64,12 @@ def _inputs(behaviour_probs, target_probs):
     )
 
 
+def _compute(method, **inputs):
+    return corrections.compute(method, corrections.CorrectionInputs(**inputs))
+
+
 def _run(method, inputs, **kwargs):
-    out = corrections.from_logits(method, **inputs, **kwargs)
+    out = _compute(method, **inputs, **kwargs)
     return out.vs.numpy()[:, 0], out.pg_advantages.numpy()[:, 0], out
 
 
@@ -145,10 +149,10 @@ def test_larger_random_batches_match_the_ground_truth_with_unit_weights():
     )
     args = [inputs[k].numpy() for k in ("discounts", "rewards", "values", "bootstrap_value")]
     vs, advantages = _ground_truth(np.zeros((t, b)), *args, clip_rho=None, clip_pg_rho=None)
-    none = corrections.from_logits("none", **inputs)
+    none = _compute("none", **inputs)
     np.testing.assert_allclose(none.vs.numpy(), vs, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(none.pg_advantages.numpy(), advantages, rtol=1e-5, atol=1e-5)
-    one_step = corrections.from_logits("one_step", **inputs)
+    one_step = _compute("one_step", **inputs)
     rhos = np.minimum(1.0, np.exp(none.log_rhos.numpy()))
     np.testing.assert_allclose(one_step.vs.numpy(), vs, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(
@@ -159,8 +163,8 @@ def test_larger_random_batches_match_the_ground_truth_with_unit_weights():
 
 def test_epsilon_is_added_to_pi_inside_the_policy_gradient_log():
     inputs = _inputs(BEHAVIOUR_PROBS, TARGET_PROBS)
-    plain = corrections.from_logits("none", **inputs).target_action_log_probs.numpy()[:, 0]
-    with_epsilon = corrections.from_logits("epsilon", **inputs).target_action_log_probs.numpy()
+    plain = _compute("none", **inputs).target_action_log_probs.numpy()[:, 0]
+    with_epsilon = _compute("epsilon", **inputs).target_action_log_probs.numpy()
     np.testing.assert_allclose(plain, np.log([0.4, 0.5]), rtol=1e-6)
     np.testing.assert_allclose(with_epsilon[:, 0], np.log(np.array([0.4, 0.5]) + 1e-6), rtol=1e-7)
     assert corrections.EPSILON == 1e-6  # Section 5.2.2.
@@ -174,7 +178,7 @@ def test_epsilon_bounds_the_gradient_of_a_vanishing_probability():
     norms = {}
     for method in ("none", "epsilon"):
         with tf.GradientTape() as tape:
-            out = corrections.from_logits(method, **inputs)
+            out = _compute(method, **inputs)
             loss = losses.policy_gradient_loss_from_log_probs(
                 out.target_action_log_probs[:1], tf.ones([1, 1])
             )
@@ -189,7 +193,7 @@ def test_targets_and_advantages_carry_no_gradient(method):
     logits = tf.Variable(inputs.pop("target_policy_logits"))
     values = tf.Variable(inputs.pop("values"))
     with tf.GradientTape(persistent=True) as tape:
-        out = corrections.from_logits(method, target_policy_logits=logits, values=values, **inputs)
+        out = _compute(method, target_policy_logits=logits, values=values, **inputs)
         total = tf.reduce_sum(out.vs) + tf.reduce_sum(out.pg_advantages)
         log_probs = tf.reduce_sum(out.target_action_log_probs)
     assert tape.gradient(total, [logits, values]) == [None, None]
@@ -198,7 +202,7 @@ def test_targets_and_advantages_carry_no_gradient(method):
 
 def test_unknown_method_is_refused():
     with pytest.raises(ValueError, match="unknown off-policy correction"):
-        corrections.from_logits("retrace", **_inputs(TARGET_PROBS, TARGET_PROBS))
+        _compute("retrace", **_inputs(TARGET_PROBS, TARGET_PROBS))
 
 
 def test_compute_loss_uses_the_configured_correction():
@@ -220,15 +224,17 @@ def test_compute_loss_uses_the_configured_correction():
     for method in METHODS:
         config = configs.LearnerConfig(off_policy_correction=method, entropy_cost=0.0)
         total, logs = learner_lib.compute_loss(agent, time_major, config)
-        out = corrections.from_logits(
+        out = corrections.compute(
             method,
-            aligned.behaviour_logits,
-            aligned.target_logits,
-            aligned.actions,
-            discounts,
-            rewards,
-            aligned.values,
-            aligned.bootstrap_value,
+            corrections.CorrectionInputs(
+                aligned.behaviour_logits,
+                aligned.target_logits,
+                aligned.actions,
+                discounts,
+                rewards,
+                aligned.values,
+                aligned.bootstrap_value,
+            ),
         )
         pg = -tf.reduce_sum(out.target_action_log_probs * out.pg_advantages)
         baseline = 0.5 * 0.5 * tf.reduce_sum(tf.square(out.vs - aligned.values))

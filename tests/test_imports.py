@@ -444,7 +444,7 @@ def test_the_public_api_keeps_its_short_names():
     import impala_tf
     from impala_tf import corrections, losses, networks, optimizers, vtrace
 
-    assert vtrace.from_logits and corrections.from_logits and losses.entropy_loss
+    assert vtrace.from_logits and corrections.compute and losses.entropy_loss
     assert optimizers.RMSProp and networks.make_agent and impala_tf.learner.compute_loss
     for name, target in impala_tf.PUBLIC_MODULES.items():
         assert target in MODULES and getattr(impala_tf, name) is importlib.import_module(target)

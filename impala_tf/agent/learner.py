@@ -35,7 +35,7 @@ from typing import Any, NamedTuple
 import tensorflow as tf
 
 from impala_tf.base import structures
-from impala_tf.base.configs import LearnerConfig
+from impala_tf.base.configs import PBT_HYPERPARAMETERS, LearnerConfig
 from impala_tf.maths import corrections, losses, optimizers, vtrace
 from impala_tf.maths import popart as popart_lib
 
@@ -176,8 +176,7 @@ def _returns(aligned: AlignedBatch, config: LearnerConfig) -> vtrace.VTraceFromL
     """V-trace targets and advantages (or the configured correction's) on clipped rewards."""
     clipped_rewards = losses.clip_rewards(aligned.rewards, config.reward_clipping)
     discounts = tf.cast(tf.logical_not(aligned.done), tf.float32) * config.discounting
-    return corrections.from_logits(
-        config.off_policy_correction,
+    inputs = corrections.CorrectionInputs(
         behaviour_policy_logits=aligned.behaviour_logits,
         target_policy_logits=aligned.target_logits,
         actions=aligned.actions,
@@ -189,6 +188,7 @@ def _returns(aligned: AlignedBatch, config: LearnerConfig) -> vtrace.VTraceFromL
         clip_pg_rho_threshold=config.clip_pg_rho_threshold,
         lambda_=config.vtrace_lambda,
     )
+    return corrections.compute(config.off_policy_correction, inputs)
 
 
 def _loss_terms(
@@ -262,7 +262,7 @@ class Hyperparameters:
     its run directory instead (`impala_tf.studies.pbt.member`).
     """
 
-    NAMES = ("entropy_cost", "learning_rate", "epsilon", "grad_norm_clipping")
+    NAMES = PBT_HYPERPARAMETERS  # What `--pbt_hyperparameters` may name: the one list.
     _DTYPES = {
         "entropy_cost": tf.float32,
         "learning_rate": tf.float64,

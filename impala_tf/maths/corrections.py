@@ -15,9 +15,11 @@ policy-gradient advantages for the target policy pi (`--off_policy_correction`):
   truncated importance weight `min(rho_pg_bar, pi(a_s|x_s) / mu(a_s|x_s))`.
 - `vtrace`: V-trace (section 4.1), `impala_tf.maths.vtrace.from_logits` itself.
 
-Every function has `vtrace.from_logits`'s signature and return structure, so the learner calls
-whichever the configuration names (`from_logits`). The returned `target_action_log_probs` are the
-log-probabilities the policy-gradient loss differentiates: `log pi(a_t|x_t)`, or for `epsilon`
+Every correction is a function of one `CorrectionInputs` record returning `vtrace.from_logits`'s
+structure, registered by name in `CORRECTIONS`; the learner calls the one its configuration names
+through `compute` (a new correction: its function here, its name in
+`impala_tf.base.configs.OFF_POLICY_CORRECTIONS`; the sweep and the Table 2 report follow). The
+returned `target_action_log_probs` are the log-probabilities the policy-gradient loss differentiates: `log pi(a_t|x_t)`, or for `epsilon`
 `log(pi(a_t|x_t) + 1e-6)`; `log_rhos` is always the true `log pi - log mu` (for summaries).
 Everything is time-major (`[T, B, ...]`) and stateless. Our reading of the paper's one-sentence
 definitions is in docs/faithfulness.md.
@@ -25,11 +27,11 @@ definitions is in docs/faithfulness.md.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import tensorflow as tf
 
-from impala_tf.base.configs import OFF_POLICY_CORRECTIONS
 from impala_tf.maths import vtrace
 
 EPSILON = 1e-6  # Section 5.2.2: "epsilon = 1e-6".
@@ -37,63 +39,76 @@ EPSILON = 1e-6  # Section 5.2.2: "epsilon = 1e-6".
 CorrectionReturns = vtrace.VTraceFromLogitsReturns
 
 
-def _log_probs(
-    behaviour_policy_logits: tf.Tensor, target_policy_logits: tf.Tensor, actions: tf.Tensor
-) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-    """`(log pi(a|x), log mu(a|x), log_rhos)`, each `[T, B]`, as `vtrace.from_logits` forms them."""
-    target = vtrace.log_probs_from_logits_and_actions(target_policy_logits, actions)
-    behaviour = vtrace.log_probs_from_logits_and_actions(behaviour_policy_logits, actions)
-    return target, behaviour, target - behaviour
+@dataclasses.dataclass(frozen=True)
+class CorrectionInputs:
+    """What every correction reads: a time-major batch of the behaviour policy mu's trajectories.
+
+    Attributes:
+      behaviour_policy_logits: float `[T, B, A]`, logits of mu (the actors').
+      target_policy_logits: float `[T, B, A]`, logits of the target policy pi (the learner's).
+      actions: int32/int64 `[T, B]`, the actions mu took.
+      discounts: float `[T, B]`, gamma_t; zero where the episode ends after step t.
+      rewards: float `[T, B]`, (clipped) rewards r_t.
+      values: float `[T, B]`, the learner's value estimates V(x_t).
+      bootstrap_value: float `[B]`, V(x_T).
+      clip_rho_threshold: V-trace's rho-bar (scalar; `None`: no clipping).
+      clip_pg_rho_threshold: truncation of the advantage's importance weight (`None`: none).
+      lambda_: scalar trace coefficient (paper Remark 2); 1 in the paper.
+    """
+
+    behaviour_policy_logits: tf.Tensor
+    target_policy_logits: tf.Tensor
+    actions: tf.Tensor
+    discounts: tf.Tensor
+    rewards: tf.Tensor
+    values: tf.Tensor
+    bootstrap_value: tf.Tensor
+    clip_rho_threshold: float | tf.Tensor | None = 1.0
+    clip_pg_rho_threshold: float | tf.Tensor | None = 1.0
+    lambda_: float | tf.Tensor = 1.0
+
+    def log_probs(self) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        """`(log pi(a|x), log mu(a|x), log_rhos)`, each `[T, B]`, as `vtrace.from_logits` forms
+        them."""
+        target = vtrace.log_probs_from_logits_and_actions(self.target_policy_logits, self.actions)
+        behaviour = vtrace.log_probs_from_logits_and_actions(
+            self.behaviour_policy_logits, self.actions
+        )
+        return target, behaviour, target - behaviour
 
 
-def no_correction(
-    behaviour_policy_logits: tf.Tensor,
-    target_policy_logits: tf.Tensor,
-    actions: tf.Tensor,
-    discounts: tf.Tensor,
-    rewards: tf.Tensor,
-    values: tf.Tensor,
-    bootstrap_value: tf.Tensor,
-    clip_rho_threshold: float | tf.Tensor | None = 1.0,
-    clip_pg_rho_threshold: float | tf.Tensor | None = 1.0,
-    lambda_: float | tf.Tensor = 1.0,
-) -> CorrectionReturns:
+Correction = Callable[[CorrectionInputs], CorrectionReturns]
+
+
+def vtrace_correction(inputs: CorrectionInputs) -> CorrectionReturns:
+    """V-trace (section 4.1): `vtrace.from_logits` itself."""
+    fields = dataclasses.fields(CorrectionInputs)
+    return vtrace.from_logits(**{f.name: getattr(inputs, f.name) for f in fields})
+
+
+def no_correction(inputs: CorrectionInputs) -> CorrectionReturns:
     """No off-policy correction: V-trace with all importance weights equal to 1.
 
     `vs_s = V(x_s) + sum_{t>=s} (prod_{i=s}^{t-1} gamma_i lambda) (r_t + gamma_t V(x_{t+1}) - V(x_t))`,
     i.e. the n-step return bootstrapped with `bootstrap_value` when `lambda_ = 1`; the advantage is
     `r_s + gamma_s vs_{s+1} - V(x_s)` (with `vs_T = bootstrap_value`). The behaviour logits enter
-    only `log_rhos`, which nothing here uses.
-
-    Args:
-      behaviour_policy_logits: float `[T, B, A]`, logits of the behaviour policy mu (the actors').
-      target_policy_logits: float `[T, B, A]`, logits of the target policy pi (the learner's).
-      actions: int32/int64 `[T, B]`, the actions taken by the behaviour policy.
-      discounts: float `[T, B]`, gamma_t; zero where the episode ends after step t.
-      rewards: float `[T, B]`, (clipped) rewards r_t.
-      values: float `[T, B]`, the learner's value estimates V(x_t).
-      bootstrap_value: float `[B]`, V(x_T).
-      clip_rho_threshold: ignored (for `vtrace.from_logits`'s signature).
-      clip_pg_rho_threshold: ignored.
-      lambda_: scalar trace coefficient (paper Remark 2); 1 in the paper.
+    only `log_rhos`, which nothing here uses; both clipping thresholds are ignored (no importance
+    weights to clip).
 
     Returns:
       A `CorrectionReturns`; `vs` and `pg_advantages` `[T, B]` carry no gradient.
     """
-    del clip_rho_threshold, clip_pg_rho_threshold  # No importance weights to clip.
     with tf.name_scope("no_correction"):
-        target, behaviour, log_rhos = _log_probs(
-            behaviour_policy_logits, target_policy_logits, actions
-        )
+        target, behaviour, log_rhos = inputs.log_probs()
         returns = vtrace.from_importance_weights(
             log_rhos=tf.zeros_like(log_rhos),  # Every rho = c = 1.
-            discounts=discounts,
-            rewards=rewards,
-            values=values,
-            bootstrap_value=bootstrap_value,
+            discounts=inputs.discounts,
+            rewards=inputs.rewards,
+            values=inputs.values,
+            bootstrap_value=inputs.bootstrap_value,
             clip_rho_threshold=None,
             clip_pg_rho_threshold=None,
-            lambda_=lambda_,
+            lambda_=inputs.lambda_,
         )
         return CorrectionReturns(
             vs=returns.vs,
@@ -104,19 +119,7 @@ def no_correction(
         )
 
 
-def epsilon_correction(
-    behaviour_policy_logits: tf.Tensor,
-    target_policy_logits: tf.Tensor,
-    actions: tf.Tensor,
-    discounts: tf.Tensor,
-    rewards: tf.Tensor,
-    values: tf.Tensor,
-    bootstrap_value: tf.Tensor,
-    clip_rho_threshold: float | tf.Tensor | None = 1.0,
-    clip_pg_rho_threshold: float | tf.Tensor | None = 1.0,
-    lambda_: float | tf.Tensor = 1.0,
-    epsilon: float = EPSILON,
-) -> CorrectionReturns:
+def epsilon_correction(inputs: CorrectionInputs, epsilon: float = EPSILON) -> CorrectionReturns:
     """`no_correction`'s targets, with `log(pi(a|x) + epsilon)` for the policy gradient.
 
     The policy-gradient loss is `-sum_{t,b} target_action_log_probs * A` (`impala_tf.maths.losses`);
@@ -125,8 +128,7 @@ def epsilon_correction(
     exploding as `pi(a_t|x_t)` goes to 0. The entropy term is unchanged.
 
     Args:
-      behaviour_policy_logits, target_policy_logits, actions, discounts, rewards, values,
-        bootstrap_value, clip_rho_threshold, clip_pg_rho_threshold, lambda_: as `no_correction`.
+      inputs: the batch.
       epsilon: added to the probability inside the log (section 5.2.2: 1e-6).
 
     Returns:
@@ -134,108 +136,48 @@ def epsilon_correction(
       `target_action_log_probs` `[T, B]` = `log(pi(a_t|x_t) + epsilon)` (differentiable).
     """
     with tf.name_scope("epsilon_correction"):
-        returns = no_correction(
-            behaviour_policy_logits,
-            target_policy_logits,
-            actions,
-            discounts,
-            rewards,
-            values,
-            bootstrap_value,
-            clip_rho_threshold,
-            clip_pg_rho_threshold,
-            lambda_,
-        )
+        returns = no_correction(inputs)
         log_pi = returns.target_action_log_probs
         log_pi_plus_epsilon = tf.math.log(tf.exp(log_pi) + tf.cast(epsilon, log_pi.dtype))
         return returns._replace(target_action_log_probs=log_pi_plus_epsilon)
 
 
-def one_step_importance_sampling(
-    behaviour_policy_logits: tf.Tensor,
-    target_policy_logits: tf.Tensor,
-    actions: tf.Tensor,
-    discounts: tf.Tensor,
-    rewards: tf.Tensor,
-    values: tf.Tensor,
-    bootstrap_value: tf.Tensor,
-    clip_rho_threshold: float | tf.Tensor | None = 1.0,
-    clip_pg_rho_threshold: float | tf.Tensor | None = 1.0,
-    lambda_: float | tf.Tensor = 1.0,
-) -> CorrectionReturns:
+def one_step_importance_sampling(inputs: CorrectionInputs) -> CorrectionReturns:
     """1-step importance sampling: `no_correction`'s `vs`; its advantage times the step's weight.
 
     `pg_advantages_s = min(clip_pg_rho_threshold, pi(a_s|x_s) / mu(a_s|x_s)) *
     (r_s + gamma_s vs_{s+1} - V(x_s))` with the `vs` of `no_correction`: V-trace without traces
     (section 5.2.2). With rho-bar = c-bar = 1 (the paper's), it differs from V-trace only in `vs`.
-
-    Args:
-      behaviour_policy_logits, target_policy_logits, actions, discounts, rewards, values,
-        bootstrap_value, lambda_: as `no_correction`.
-      clip_rho_threshold: ignored (V is learnt without correction).
-      clip_pg_rho_threshold: truncation of the advantage's importance weight (scalar); `None`
-        disables it.
+    `clip_rho_threshold` is ignored (V is learnt without correction); `clip_pg_rho_threshold=None`
+    disables the truncation.
 
     Returns:
       A `CorrectionReturns`; `vs` and `pg_advantages` `[T, B]` carry no gradient.
     """
     with tf.name_scope("one_step_importance_sampling"):
-        returns = no_correction(
-            behaviour_policy_logits,
-            target_policy_logits,
-            actions,
-            discounts,
-            rewards,
-            values,
-            bootstrap_value,
-            clip_rho_threshold,
-            clip_pg_rho_threshold,
-            lambda_,
-        )
+        returns = no_correction(inputs)
         rhos = tf.exp(tf.stop_gradient(returns.log_rhos))
-        if clip_pg_rho_threshold is not None:
-            rhos = tf.minimum(tf.cast(clip_pg_rho_threshold, rhos.dtype), rhos)
+        if inputs.clip_pg_rho_threshold is not None:
+            rhos = tf.minimum(tf.cast(inputs.clip_pg_rho_threshold, rhos.dtype), rhos)
         pg_advantages = tf.stop_gradient(rhos * tf.cast(returns.pg_advantages, rhos.dtype))
         return returns._replace(pg_advantages=pg_advantages)
 
 
-CORRECTIONS: dict[str, Callable[..., CorrectionReturns]] = {
-    "vtrace": vtrace.from_logits,
+# Name (`--off_policy_correction`, `configs.OFF_POLICY_CORRECTIONS`) -> the correction.
+CORRECTIONS: dict[str, Correction] = {
+    "vtrace": vtrace_correction,
     "one_step": one_step_importance_sampling,
     "epsilon": epsilon_correction,
     "none": no_correction,
 }
 
 
-def from_logits(
-    method: str,
-    behaviour_policy_logits: tf.Tensor,
-    target_policy_logits: tf.Tensor,
-    actions: tf.Tensor,
-    discounts: tf.Tensor,
-    rewards: tf.Tensor,
-    values: tf.Tensor,
-    bootstrap_value: tf.Tensor,
-    clip_rho_threshold: float | tf.Tensor | None = 1.0,
-    clip_pg_rho_threshold: float | tf.Tensor | None = 1.0,
-    lambda_: float | tf.Tensor = 1.0,
-) -> CorrectionReturns:
+def compute(method: str, inputs: CorrectionInputs) -> CorrectionReturns:
     """Targets and advantages of the correction `method` (`--off_policy_correction`).
 
     Args:
-      method: one of `impala_tf.base.configs.OFF_POLICY_CORRECTIONS`: `vtrace`, `one_step`, `epsilon`,
-        `none`.
-      behaviour_policy_logits: float `[T, B, A]`.
-      target_policy_logits: float `[T, B, A]`.
-      actions: int `[T, B]`.
-      discounts: float `[T, B]`.
-      rewards: float `[T, B]`.
-      values: float `[T, B]`.
-      bootstrap_value: float `[B]`.
-      clip_rho_threshold: V-trace's rho-bar (used by `vtrace` only).
-      clip_pg_rho_threshold: truncation of the advantage's importance weight (`vtrace`,
-        `one_step`).
-      lambda_: trace coefficient of Remark 2.
+      method: a name of `CORRECTIONS` (`vtrace`, `one_step`, `epsilon`, `none`).
+      inputs: the batch.
 
     Returns:
       A `CorrectionReturns` (see the module docstring).
@@ -245,17 +187,6 @@ def from_logits(
     """
     if method not in CORRECTIONS:
         raise ValueError(
-            f"unknown off-policy correction {method!r}; expected one of {OFF_POLICY_CORRECTIONS}"
+            f"unknown off-policy correction {method!r}; expected one of {tuple(CORRECTIONS)}"
         )
-    return CORRECTIONS[method](
-        behaviour_policy_logits=behaviour_policy_logits,
-        target_policy_logits=target_policy_logits,
-        actions=actions,
-        discounts=discounts,
-        rewards=rewards,
-        values=values,
-        bootstrap_value=bootstrap_value,
-        clip_rho_threshold=clip_rho_threshold,
-        clip_pg_rho_threshold=clip_pg_rho_threshold,
-        lambda_=lambda_,
-    )
+    return CORRECTIONS[method](inputs)

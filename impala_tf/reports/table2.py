@@ -14,7 +14,8 @@ says how many per cell. A cell (task, correction, replay) of one seed is the mea
 final returns over its hyperparameter sets, as in the paper ("the 3 best of 24"); with several
 seeds per set (`--seeds`), each seed's best-3 mean is computed over the sets counted for every
 seed of the cell, and the cell shows their mean and each seed's value. Rows follow the paper's
-layout (without replay, then with replay; V-trace, 1-Step, epsilon-correction, No-correction);
+layout (without replay, then with replay; V-trace, 1-Step, epsilon-correction, No-correction),
+then any other correction found in the runs (by its `--off_policy_correction` name);
 each of the paper's five tasks gets our column and the paper's beside it, and any other task (a toy
 task of the small study) our column alone, followed by the paper's table as printed. With several
 seeds a second table gives every run's final return per seed and their spread. `--runs` adds
@@ -67,6 +68,18 @@ def _ordered_tasks(tasks: Iterable[str]) -> list[str]:
     tasks = set(tasks)
     paper = [t for t in paper_table2.TASKS if t in tasks]
     return paper + sorted(tasks - set(paper))
+
+
+def ordered_methods(methods: Iterable[str]) -> list[str]:
+    """The paper's corrections in its row order, then any other correction found, by name."""
+    methods = set(methods)
+    paper = [m for m in paper_table2.METHODS if m in methods]
+    return paper + sorted(methods - set(paper))
+
+
+def method_label(method: str) -> str:
+    """The paper's row label of a correction, or its `--off_policy_correction` name."""
+    return paper_table2.METHOD_LABELS.get(method, method)
 
 
 def _status(r: sweep.RunResult) -> str:
@@ -306,9 +319,7 @@ def _seeds_text(values: Sequence[float]) -> str:
 
 
 def _cell_name(task: str, method: str, replay: bool) -> str:
-    return f"{task} / {paper_table2.METHOD_LABELS.get(method, method)} / " + (
-        "replay" if replay else "no replay"
-    )
+    return f"{task} / {method_label(method)} / " + ("replay" if replay else "no replay")
 
 
 def table_2(
@@ -328,14 +339,14 @@ def table_2(
             columns.append(Column(f"{label} paper", digits=1))
     columns += [Column("Sets", numeric=True), Column("Excluded", numeric=True)]
     table = Table(TITLE.replace("best 3", f"best {best}"), columns)
-    methods = [m for m in paper_table2.METHODS if any(m == k[1] for k in by_cell)]
+    methods = ordered_methods(method for _, method, _ in by_cell)
     for replay in (False, True):
         if not any(k[2] == replay for k in by_cell):
             continue
         for method in methods:
             row: list[common.Cell] = [
                 "with replay" if replay else "without replay",
-                paper_table2.METHOD_LABELS[method],
+                method_label(method),
             ]
             counts, excluded = [], 0
             for task in tasks:
@@ -409,9 +420,9 @@ def seeds_table(results: Sequence[sweep.RunResult]) -> Table:
     columns += [Column(f"Seed {i + 1}", digits=2) for i in range(len(repeats))]
     columns += [Column("Mean", digits=2), Column("Spread (max - min)", digits=2)]
     table = Table(SEEDS_TITLE, columns)
-    methods = {m: i for i, m in enumerate(paper_table2.METHODS)}
+    order = {m: i for i, m in enumerate(ordered_methods(m for _, m, _ in by_cell))}
     for (task, method, replay), cell in sorted(
-        by_cell.items(), key=lambda kv: (kv[0][0], kv[0][2], methods.get(kv[0][1], 99))
+        by_cell.items(), key=lambda kv: (kv[0][0], kv[0][2], order[kv[0][1]])
     ):
         for s in sorted({s for v in cell.values.values() for s in v}):
             values = [cell.values.get(r, {}).get(s) for r in repeats]
@@ -420,7 +431,7 @@ def seeds_table(results: Sequence[sweep.RunResult]) -> Table:
                 [
                     task,
                     "yes" if replay else "no",
-                    paper_table2.METHOD_LABELS.get(method, method),
+                    method_label(method),
                     s,
                     *values,
                     math.fsum(present) / len(present),
@@ -460,7 +471,7 @@ def runs_table(results: Sequence[sweep.RunResult]) -> Table:
         table.add_row(
             [
                 m.get("task"),
-                paper_table2.METHOD_LABELS.get(m.get("method"), m.get("method")),
+                method_label(str(m.get("method"))),
                 "yes" if m.get("replay") else "no",
                 m.get("set_index"),
                 m.get("seed"),

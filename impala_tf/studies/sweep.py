@@ -1,10 +1,11 @@
-"""Hyperparameter sweeps, and the off-policy study of paper section 5.2.2 (Table 2, Table D.1).
+"""Hyperparameter sweeps: the runs of the off-policy study of paper section 5.2.2 (Table 2).
 
 Table 2 compares V-trace with three other off-policy corrections, without and with experience
 replay: each cell is the average final return of the best 3 of 24 runs whose entropy cost,
 learning rate and RMSProp epsilon were sampled from Table D.1's ranges ("24 pre-sampled
-combinations", the same for every method). This module samples those sets with a fixed seed,
-plans one run per (task, correction, replay, set), launches them (each an ordinary
+combinations", the same for every method; the sets and the studies are
+`impala_tf.studies.table2_study`'s). This module plans one run per (task, correction, replay,
+set) of a study, launches them (each an ordinary
 `python -m impala_tf.experiment` run in its own directory under RUNS_DIR, in sequence or K at a
 time) or prints their command lines for a cluster scheduler, and collects each run's final return
 (the mean return of its last K episodes in `episodes.csv`).
@@ -40,22 +41,19 @@ from typing import Any, TextIO
 import numpy as np
 
 from impala_tf.base import configs
-from impala_tf.paper import table2 as paper_table2
 from impala_tf.run import rundir, supervision
-from impala_tf.studies.pbt import rules
+from impala_tf.studies.table2_study import (
+    DEFAULT_SEED,
+    NUM_SETS,
+    STUDIES,
+    HyperparameterSet,
+    Study,
+    sample_hyperparameters,
+)
 
-# Table D.1: the hyperparameters swept for every method, and their distributions (defined once, with
-# the population-based training rules that sample the same ranges).
-ENTROPY_COST_RANGE = (rules.SAMPLING["entropy_cost"].low, rules.SAMPLING["entropy_cost"].high)
-LEARNING_RATE_RANGE = (rules.SAMPLING["learning_rate"].low, rules.SAMPLING["learning_rate"].high)
-RMSPROP_EPSILONS = rules.SAMPLING["epsilon"].values  # Categorical.
-NUM_SETS = paper_table2.NUM_SETS  # 24.
-DEFAULT_SEED = 1
 # Repeat r >= 1 of set i runs with `--seed=i + 1 + SEED_STRIDE * r` (repeat 0: `--seed=i + 1`).
 SEED_STRIDE = 1000
 LAST_EPISODES = 100  # K: a run's final return is the mean return of its last K episodes.
-
-METHODS = configs.OFF_POLICY_CORRECTIONS
 SWEEP_FILE = "sweep.json"  # In RUNS_DIR: the study, its seed and its hyperparameter sets.
 EXPERIMENT = ("-m", "impala_tf.experiment")
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -66,123 +64,6 @@ STATUS_FINISHED = "finished"
 STATUS_FAILED = "failed"
 STATUS_TIMEOUT = "timeout"
 STATUS_INTERRUPTED = "interrupted"
-
-
-@dataclasses.dataclass(frozen=True)
-class HyperparameterSet:
-    """One sampled combination of Table D.1.
-
-    Attributes:
-      index: its position among the sampled sets (0-based).
-      entropy_cost: `--entropy_cost`.
-      learning_rate: `--learning_rate` (annealed linearly to 0, as in every run here).
-      epsilon: `--epsilon`, RMSProp's.
-    """
-
-    index: int
-    entropy_cost: float
-    learning_rate: float
-    epsilon: float
-
-    def values(self) -> dict[str, float]:
-        return {
-            "entropy_cost": self.entropy_cost,
-            "learning_rate": self.learning_rate,
-            "epsilon": self.epsilon,
-        }
-
-    def flags(self) -> list[str]:
-        return [f"--{name}={value!r}" for name, value in self.values().items()]
-
-
-def sample_hyperparameters(num_sets: int, seed: int = DEFAULT_SEED) -> list[HyperparameterSet]:
-    """`num_sets` combinations from Table D.1's distributions, drawn with a fixed seed.
-
-    Set i is drawn after sets 0..i-1 from one generator, so the first N sets of a longer sweep are
-    the N sets of a shorter one with the same seed.
-
-    Args:
-      num_sets: how many sets (the paper: 24).
-      seed: the generator's seed.
-
-    Returns:
-      The sets, index 0 first.
-    """
-    rng = np.random.default_rng(seed)
-
-    def log_uniform(low: float, high: float) -> float:
-        return float(math.exp(rng.uniform(math.log(low), math.log(high))))
-
-    sets = []
-    for index in range(num_sets):
-        entropy_cost = log_uniform(*ENTROPY_COST_RANGE)
-        learning_rate = log_uniform(*LEARNING_RATE_RANGE)
-        epsilon = RMSPROP_EPSILONS[int(rng.integers(len(RMSPROP_EPSILONS)))]
-        sets.append(HyperparameterSet(index, entropy_cost, learning_rate, epsilon))
-    return sets
-
-
-@dataclasses.dataclass(frozen=True)
-class Study:
-    """A Table 2 study: which runs, with which settings.
-
-    Attributes:
-      name: `paper` or `small`.
-      description: one line for `--help` and the docs.
-      tasks: levels (`--level_name`).
-      flags: experiment flags shared by every run (preset, agent, frames, actors).
-      num_sets: hyperparameter sets per (task, method, replay) cell.
-      replay_capacity: `--replay_capacity` of the runs with replay.
-      replay_proportion: `--replay_proportion` of the runs with replay.
-      methods: the corrections compared (`--off_policy_correction`).
-      replay: which replay settings (False: without, True: with).
-    """
-
-    name: str
-    description: str
-    tasks: tuple[str, ...]
-    flags: tuple[str, ...]
-    num_sets: int
-    replay_capacity: int
-    replay_proportion: float = 0.5
-    methods: tuple[str, ...] = METHODS
-    replay: tuple[bool, ...] = (False, True)
-
-
-STUDIES: dict[str, Study] = {
-    # Section 5.2.2 as published: five DMLab tasks, shallow model, rho-bar = c-bar = 1 (the
-    # defaults), 24 sets, replay of 10,000 trajectories (~21 GB of frames per learner). The frame
-    # budget is the `dmlab` preset's 1B (the paper does not state it for Table 2: UNVERIFIED).
-    "paper": Study(
-        name="paper",
-        description="the paper's five DMLab tasks at the paper's scale (960 runs; a cluster)",
-        tasks=paper_table2.TASKS,
-        flags=("--preset=dmlab", "--agent=shallow"),
-        num_sets=NUM_SETS,
-        replay_capacity=10_000,
-    ),
-    # One 2-core machine in under an hour: toy/catch, whose 11-step episodes make the traces
-    # matter, with the deep agent (the shallow torso's VALID convolutions never see the bottom
-    # rows of a 24x24 frame, where the paddle is); replay of the last 500 trajectories (about the
-    # last 60 updates, a quarter of a run) makes half of every batch clearly off-policy.
-    # docs/table2.md says why, and what it costs.
-    "small": Study(
-        name="small",
-        description="toy/catch on one 2-core machine (48 runs, 35-45 minutes)",
-        tasks=("toy/catch",),
-        flags=(
-            "--preset=toy",
-            "--agent=deep",
-            "--batch_size=16",
-            "--unroll_length=20",
-            "--num_actors=1",
-            "--envs_per_actor=8",
-            "--total_environment_frames=40000",
-        ),
-        num_sets=6,
-        replay_capacity=500,
-    ),
-}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -295,11 +176,12 @@ def plan(
     """
     runs_dir = os.path.abspath(runs_dir)
     tasks = tuple(tasks or study.tasks)
-    methods = tuple(methods or study.methods)
+    methods = tuple(methods or study.method_names())
     replay = tuple(study.replay if replay is None else replay)
-    unknown = [m for m in methods if m not in METHODS]
+    known = configs.OFF_POLICY_CORRECTIONS
+    unknown = [m for m in methods if m not in known]
     if unknown:
-        raise ValueError(f"unknown method(s) {unknown}; expected some of {list(METHODS)}")
+        raise ValueError(f"unknown method(s) {unknown}; expected some of {list(known)}")
     if seeds < 1:
         raise ValueError(f"seeds must be >= 1, got {seeds}")
     runs = []
@@ -629,7 +511,11 @@ def _parser() -> argparse.ArgumentParser:
             f"i + 1 + {SEED_STRIDE} r)",
         )
         p.add_argument("--tasks", default=None, help="comma-separated levels (default: study's)")
-        p.add_argument("--methods", default=None, help=f"comma-separated, from {list(METHODS)}")
+        p.add_argument(
+            "--methods",
+            default=None,
+            help=f"comma-separated, from {list(configs.OFF_POLICY_CORRECTIONS)}",
+        )
         p.add_argument("--replay", default=None, help="comma-separated from off,on (default: both)")
 
     run = commands.add_parser("run", help="launch the runs that have not finished")
