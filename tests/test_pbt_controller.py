@@ -179,7 +179,16 @@ def test_a_restarted_controller_continues_the_same_population(tmp_path):
 
 
 def test_best_member():
-    status = lambda m, f: protocol.Status(m, 0, 0, 0, 0, f, None, {})  # noqa: E731
-    assert controller.best_member({0: status(0, 0.2), 1: status(1, 0.7), 2: None}) == 1
-    assert controller.best_member({0: status(0, 0.7), 1: status(1, 0.7)}) == 0
-    assert controller.best_member({0: status(0, None)}) is None
+    status = lambda m, f, window=10: protocol.Status(m, 0, 0, 0, window, f, None, {})  # noqa: E731
+    assert controller.best_member({0: status(0, 0.2), 1: status(1, 0.7), 2: None}, 10) == 1
+    assert controller.best_member({0: status(0, 0.7), 1: status(1, 0.7)}, 10) == 0
+    assert controller.best_member({0: status(0, None)}, 10) is None
+
+
+def test_the_best_member_has_a_full_fitness_window():
+    """Appendix F scores a member after 5,000 episode returns: 0.97 over 2 episodes (a member that
+    just copied someone) is no score yet; 0.60 over 5,000 is the best."""
+    lucky = protocol.Status(0, 10**8, 3, 2, 2, 0.97, None, {})
+    steady = protocol.Status(1, 10**8, 3, 5000, 5000, 0.60, None, {})
+    assert controller.best_member({0: lucky, 1: steady}, 5000) == 1
+    assert controller.best_member({0: lucky}, 5000) is None

@@ -1,5 +1,6 @@
 """The paper's PBT rules (appendix F, Table D.1), checked against numbers written from the paper."""
 
+import dataclasses
 import math
 import random
 
@@ -115,3 +116,22 @@ def test_explore_options_and_bounds():
     assert {a["learning_rate"] for a in always} == {2e-3, 5e-4}
     capped = rules.explore({"learning_rate": 0.9}, ["learning_rate"], random.Random(1), 1.0, 2.0)
     assert capped["learning_rate"] in (1.0, 0.45)  # The setting's upper bound is 1.
+
+
+def test_perturbed_values_stay_valid_settings():
+    """Every evolved value perturbed to its bounds is a value its flag accepts (`configs.validate`),
+    one step beyond is not: the bounds are the settings'."""
+    from impala_tf.base import configs
+
+    assert set(rules.BOUNDS) == set(configs.PBT_HYPERPARAMETERS)
+    for name, (low, high) in rules.BOUNDS.items():
+        cases = ((low, True), (low - 1.0, False), (high, True), (high * 1.5, False))
+        for value, valid in cases:
+            if not math.isfinite(value):
+                continue
+            learner = dataclasses.replace(configs.LearnerConfig(), **{name: value})
+            if valid:
+                configs.validate(configs.Config(learner=learner))
+            else:
+                with pytest.raises(ValueError, match=name):
+                    configs.validate(configs.Config(learner=learner))

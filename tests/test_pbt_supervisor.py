@@ -105,7 +105,7 @@ def test_population_rescues_hopeless_members_and_restarts_a_killed_one(tmp_path)
         assert "copied member" in learner_log
         # ...and their learning rate is no longer hopeless (the copied one, perturbed).
         assert statuses[member].hyperparameters["learning_rate"] > 1e-4, statuses[member]
-    best = controller.best_member(statuses)
+    best = controller.best_member(statuses, settings.ready_episodes)
     assert statuses[best].fitness >= 0.9, statuses  # Optimal: 1.0; random play: 1/3.
     # Member 2 died by SIGKILL, was restarted and resumed from its checkpoint.
     exits = [e for e in events if e["event"] == ancestry.MEMBER_EXIT and e["member"] == 2]

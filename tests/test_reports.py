@@ -560,6 +560,13 @@ def test_pbt_report_plots_fitness_lineage_and_schedules(tmp_path):
     schedule = pbt_report.hyperparameters_figure(data).axes[0]
     labels = [line.get_label() for line in schedule.get_lines()]
     assert any(label.startswith("linear annealing of the fixed configuration") for label in labels)
+    # 0.99 over 2 episodes of a 10-episode window is no score yet: member 0 is the best.
+    protocol.write_status(
+        protocol.member_dir(pbt_dir, 1),
+        protocol.Status(1, 300, 1, 2, 2, 0.99, None, {"learning_rate": 1.2e-3}),
+    )
+    summary = pbt_report.summary(pbt_report.load(pbt_dir), pbt_dir)
+    assert summary[1] == "best member: 0, fitness 0.8 at 300 frames"
     empty = tmp_path / "empty"
     empty.mkdir()
     assert pbt_report.main([str(empty)]) == 1

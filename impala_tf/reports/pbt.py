@@ -17,7 +17,9 @@ PBT_DIR):
   annealing of the fixed configuration (the preset's learning rate, annealed to 0 over the frames),
   which Figure F.1 contrasts with the schedule PBT discovered.
 
-It prints the best member, its fitness, its lineage, the number of steps and copies, and the
+The best member has the highest fitness over a full window, the last `--pbt_ready_episodes`
+episode returns (`controller.best_member`: the rule copying uses). It prints the best member, its
+fitness, its lineage, the number of steps and copies, and the
 command that evaluates the best member. See docs/pbt.md.
 """
 
@@ -33,7 +35,7 @@ from typing import Any
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from impala_tf.studies.pbt import ancestry, controller, protocol
+from impala_tf.studies.pbt import ancestry, controller, protocol, rules
 
 FITNESS_PNG = "pbt_fitness.png"
 HYPERPARAMETERS_PNG = "pbt_hyperparameters.png"
@@ -63,9 +65,16 @@ def load(pbt_dir: str) -> dict[str, Any]:
     }
 
 
+def ready_episodes(population: Mapping[str, Any]) -> int:
+    """The population's fitness window (`--pbt_ready_episodes`, recorded in `population.json`)."""
+    settings = population.get("settings") or {}
+    return int(settings.get("ready_episodes", rules.READY_EPISODES))
+
+
 def best_lineage(data: Mapping[str, Any]) -> tuple[int | None, list[ancestry.Segment]]:
-    """The best member (highest fitness in its latest status) and its lineage up to its frames."""
-    best = controller.best_member(data["statuses"])
+    """The best member (highest fitness over a full window in its latest status,
+    `controller.best_member`) and its lineage up to its frames."""
+    best = controller.best_member(data["statuses"], ready_episodes(data["population"]))
     if best is None:
         return None, []
     return best, ancestry.lineage(data["events"], best, end=data["statuses"][best].frames)
@@ -172,7 +181,7 @@ def summary(data: Mapping[str, Any], pbt_dir: str) -> list[str]:
     lines = [f"{len(steps)} evolution steps, {copies} copies"]
     best, segments = best_lineage(data)
     if best is None:
-        return [*lines, "no member has a fitness yet"]
+        return [*lines, "no member has a fitness over a full window yet"]
     status = data["statuses"][best]
     lines.append(f"best member: {best}, fitness {status.fitness:.4g} at {status.frames:,} frames")
     chain = " -> ".join(

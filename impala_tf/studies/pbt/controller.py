@@ -291,12 +291,22 @@ def describe_step(step: ancestry.Step, threshold: float) -> str:
     return f"{head}; {verdict}; hyperparameters {values}"
 
 
-def best_member(statuses: Mapping[int, protocol.Status | None]) -> int | None:
-    """The member with the highest fitness in its latest status (the lowest index among equals),
-    or None when no member has a fitness."""
-    scored = [
-        (s.fitness, -s.member)
-        for s in statuses.values()
-        if s is not None and s.fitness is not None and math.isfinite(s.fitness)
-    ]
+def best_member(statuses: Mapping[int, protocol.Status | None], ready_episodes: int) -> int | None:
+    """The member with the highest fitness over a full window (the lowest index among equals), or
+    None when no member has one yet.
+
+    The rule copying uses (`window_fitness`): a member that copied someone a moment ago and
+    scored 0.97 over its first 2 episodes has no score yet, and a member with 0.60 over its last
+    5,000 is the better one. The PBT row of Tables 3 and 4 is the best member's evaluation
+    (docs/pbt.md), so it is chosen here.
+
+    Args:
+      statuses: member -> its latest status (None: none yet).
+      ready_episodes: the fitness window (`--pbt_ready_episodes`; appendix F: 5,000).
+    """
+    scored = []
+    for status in statuses.values():
+        value = window_fitness(status, ready_episodes)
+        if value is not None and math.isfinite(value):
+            scored.append((value, -status.member))
     return -max(scored)[1] if scored else None

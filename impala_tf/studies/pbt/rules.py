@@ -1,8 +1,8 @@
 """The rules of the paper's population-based training, as pure functions (paper appendix F).
 
 - `sample_initial`: a member's starting hyperparameters, from the distributions of Table D.1
-  (entropy cost log-uniform in [5e-5, 1e-2], learning rate log-uniform in [5e-6, 5e-3], RMSProp
-  epsilon from {1e-1, 1e-3, 1e-5, 1e-7}) and, for the gradient-clipping threshold that Table G.1
+  (`impala_tf.paper.table_d1`: entropy cost and learning rate log-uniform, RMSProp epsilon from
+  four values) and, for the gradient-clipping threshold that Table G.1
   evolves for Atari-57, log-uniform in [20, 80] (our choice: see `SAMPLING` and docs/pbt.md).
 - `ready`: after a burn-in of 20 million frames without evolution, a member takes a step each time
   it has collected 5,000 episode returns since its last step.
@@ -12,6 +12,8 @@
 - `explore`: in any case each evolved hyperparameter is multiplied by 1.2 or 1/1.2 (with equal
   probability: unbiased, unlike the 1.2 / 0.8 of the original PBT) with probability 33 %.
 
+Appendix F's numbers are the defaults of the `--pbt_*` settings (`impala_tf.base.configs.PBTConfig`),
+read here once; perturbed values stay inside the bounds of the settings they become (`BOUNDS`).
 Randomness comes from the `random.Random` passed in, so that a controller can replay its decisions
 (`decision_rng`). See docs/pbt.md.
 """
@@ -23,13 +25,17 @@ import math
 import random
 from collections.abc import Mapping, Sequence
 
-# Appendix F.
-POPULATION = 24
-BURN_IN_FRAMES = 20_000_000
-READY_EPISODES = 5000
-THRESHOLD = 0.05
-PERTURB_PROB = 0.33
-PERTURB_FACTOR = 1.2
+from impala_tf.base import configs
+from impala_tf.paper import table_d1
+
+# Appendix F, as the settings' defaults.
+_APPENDIX_F = configs.PBTConfig()
+POPULATION = _APPENDIX_F.pbt_population
+BURN_IN_FRAMES = _APPENDIX_F.pbt_burn_in_frames
+READY_EPISODES = _APPENDIX_F.pbt_ready_episodes
+THRESHOLD = _APPENDIX_F.pbt_threshold
+PERTURB_PROB = _APPENDIX_F.pbt_perturb_prob
+PERTURB_FACTOR = _APPENDIX_F.pbt_perturb_factor
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,18 +65,25 @@ class Choice:
 # spread as a few steps of evolution would make it, and every member still clips (UNVERIFIED:
 # docs/faithfulness.md).
 SAMPLING: dict[str, LogUniform | Choice] = {
-    "entropy_cost": LogUniform(5e-5, 1e-2),
-    "learning_rate": LogUniform(5e-6, 5e-3),
-    "epsilon": Choice((1e-1, 1e-3, 1e-5, 1e-7)),
+    "entropy_cost": LogUniform(*table_d1.ENTROPY_COST),
+    "learning_rate": LogUniform(*table_d1.LEARNING_RATE),
+    "epsilon": Choice(table_d1.RMSPROP_EPSILONS),
     "grad_norm_clipping": LogUniform(20.0, 80.0),
 }
 
-# Perturbations stay inside the settings' own bounds (`impala_tf.base.configs`): (lower, upper).
+
+def setting_bounds(name: str) -> tuple[float, float]:
+    """`(lower, upper)` of the learner setting `name` (`impala_tf.base.configs`), infinite where the
+    setting has no bound: the values a member's flag may take."""
+    (found,) = [s for s in configs.settings() if s.section == "learner" and s.name == name]
+    lower = -math.inf if found.lower is None else float(found.lower)
+    upper = math.inf if found.upper is None else float(found.upper)
+    return lower, math.nextafter(upper, -math.inf) if found.open_upper else upper
+
+
+# Perturbations stay inside the settings' own bounds: (lower, upper).
 BOUNDS: dict[str, tuple[float, float]] = {
-    "entropy_cost": (0.0, 1e3),
-    "learning_rate": (0.0, 1.0),
-    "epsilon": (1e-12, 10.0),
-    "grad_norm_clipping": (1e-6, 1e12),
+    name: setting_bounds(name) for name in configs.PBT_HYPERPARAMETERS
 }
 
 
