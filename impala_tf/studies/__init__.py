@@ -5,7 +5,7 @@
   ranges, its tasks and corrections.
 - `sweep`: plans, launches and collects a study's runs; its command is `python -m impala_tf.sweep`.
 - `recipes`: Kubernetes manifests and Slurm batch scripts for a run on many machines; its command
-  is `python -m impala_tf.cluster`.
+  is `python -m impala_tf.cluster`. `recipe_spec`: what they are rendered from (`RunSpec`).
 
 Floor 5 of `tests/test_imports.py`: these start and read runs (floor 4 and below); only the
 reports, the benchmark and the entry point stand above them.
