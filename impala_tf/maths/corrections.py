@@ -91,32 +91,24 @@ def no_correction(inputs: CorrectionInputs) -> CorrectionReturns:
 
     `vs_s = V(x_s) + sum_{t>=s} (prod_{i=s}^{t-1} gamma_i lambda) (r_t + gamma_t V(x_{t+1}) - V(x_t))`,
     i.e. the n-step return bootstrapped with `bootstrap_value` when `lambda_ = 1`; the advantage is
-    `r_s + gamma_s vs_{s+1} - V(x_s)` (with `vs_T = bootstrap_value`). The behaviour logits enter
-    only `log_rhos`, which nothing here uses; both clipping thresholds are ignored (no importance
-    weights to clip).
+    `r_s + gamma_s vs_{s+1} - V(x_s)` (with `vs_T = bootstrap_value`): V-trace with mu = pi. The
+    behaviour logits enter only the returned `log_rhos` and `behaviour_action_log_probs` (for
+    summaries); both clipping thresholds are ignored (no importance weights to clip).
 
     Returns:
       A `CorrectionReturns`; `vs` and `pg_advantages` `[T, B]` carry no gradient.
     """
     with tf.name_scope("no_correction"):
-        target, behaviour, log_rhos = inputs.log_probs()
-        returns = vtrace.from_importance_weights(
-            log_rhos=tf.zeros_like(log_rhos),  # Every rho = c = 1.
-            discounts=inputs.discounts,
-            rewards=inputs.rewards,
-            values=inputs.values,
-            bootstrap_value=inputs.bootstrap_value,
+        # V-trace of mu = pi: every log rho is exactly 0 and nothing is clipped.
+        on_policy = dataclasses.replace(
+            inputs,
+            behaviour_policy_logits=inputs.target_policy_logits,
             clip_rho_threshold=None,
             clip_pg_rho_threshold=None,
-            lambda_=inputs.lambda_,
         )
-        return CorrectionReturns(
-            vs=returns.vs,
-            pg_advantages=returns.pg_advantages,
-            log_rhos=log_rhos,
-            behaviour_action_log_probs=behaviour,
-            target_action_log_probs=target,
-        )
+        returns = vtrace_correction(on_policy)
+        _, behaviour, log_rhos = inputs.log_probs()
+        return returns._replace(log_rhos=log_rhos, behaviour_action_log_probs=behaviour)
 
 
 def epsilon_correction(inputs: CorrectionInputs, epsilon: float = EPSILON) -> CorrectionReturns:

@@ -26,6 +26,7 @@ import shutil
 import sys
 from collections.abc import Sequence
 
+from impala_tf.reports import common
 from impala_tf.run import bookkeeping, rundir
 
 
@@ -84,14 +85,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("logdir")
     parser.add_argument("output_dir")
     args = parser.parse_args(argv)
-    try:
-        paths = archive(args.logdir, args.output_dir)
-    except FileNotFoundError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    for path in paths:
-        print(path)
-    return 0
+    return common.print_lines(
+        lambda: archive(args.logdir, args.output_dir), (FileNotFoundError,), status=2
+    )
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ import json
 import math
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 Cell = float | int | str | None
@@ -494,6 +494,23 @@ def suite_report(
     if any(uses_popart(r) for r in results):
         ordered.insert(1, popart(results, scores))
     return Report(ordered, list(lines))
+
+
+def print_lines(
+    make: Callable[[], Iterable[str]],
+    errors: tuple[type[Exception], ...] = (ValueError,),
+    status: int = 1,
+) -> int:
+    """Prints the lines `make` returns and returns 0; one of `errors` prints `error: ...` (stderr)
+    and returns `status` instead."""
+    try:
+        lines = list(make())
+    except errors as error:
+        print(f"error: {error}", file=sys.stderr)
+        return status
+    for line in lines:
+        print(line)
+    return 0
 
 
 def render_report(build: Callable[[], Report], args: argparse.Namespace) -> int:

@@ -35,6 +35,7 @@ from typing import Any
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from impala_tf.reports import common
 from impala_tf.studies.pbt import ancestry, controller, protocol, rules
 
 FITNESS_PNG = "pbt_fitness.png"
@@ -230,13 +231,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--output_dir", default=None, help="where to write the PNGs (default: PBT_DIR)"
     )
     args = parser.parse_args(argv)
-    try:
-        lines = write_report(args.pbt_dir, args.output_dir)
-    except PopulationError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    print("\n".join(lines))
-    return 0
+    return common.print_lines(
+        lambda: write_report(args.pbt_dir, args.output_dir), (PopulationError,)
+    )
 
 
 if __name__ == "__main__":

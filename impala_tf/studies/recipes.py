@@ -74,11 +74,10 @@ def render(target: str, spec: RunSpec) -> str:
     Raises:
       ValueError: an unknown target.
     """
-    if target == "k8s":
-        return render_kubernetes(spec)
-    if target == "slurm":
-        return render_slurm(spec)
-    raise ValueError(f"unknown target {target!r}; expected one of {TARGETS}")
+    renderers = {"k8s": render_kubernetes, "slurm": render_slurm}
+    if target not in renderers:
+        raise ValueError(f"unknown target {target!r}; expected one of {TARGETS}")
+    return renderers[target](spec)
 
 
 # ----------------------------------------------------------------------------------------------
