@@ -18,12 +18,15 @@ import dataclasses
 import json
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from absl import app, flags
 
 from impala_tf.base import configs, hints, presets, quiet
 from impala_tf.run import rundir
+
+if TYPE_CHECKING:
+    from impala_tf.run.hooks import LearnerHook
 
 FLAGS = flags.FLAGS
 FROM_PRESET = " (default: from the preset)"
@@ -351,7 +354,6 @@ def train(config: configs.Config) -> int:
         return 2
 
     from impala_tf.run import bookkeeping, launcher, runtime, transport
-    from impala_tf.studies.pbt import member as pbt_member
 
     try:
         if FLAGS.job_name == "actor" or FLAGS.task < 0:
@@ -397,7 +399,7 @@ def train(config: configs.Config) -> int:
     try:
         cluster, job_name, task = _cluster_and_role()
         if job_name == "learner":
-            runtime.run_learner(config, cluster, task, attach_member=pbt_member.attach)
+            runtime.run_learner(config, cluster, task, hooks=learner_hooks(config))
             return 0
         return runtime.run_actor(config, cluster, task, connect_seconds=FLAGS.connect_seconds)
     except ValueError as error:
@@ -412,6 +414,20 @@ def train(config: configs.Config) -> int:
     except runtime.LearnerStuckError as error:
         print(f"error: {error}", file=sys.stderr)
         return 4
+
+
+def learner_hooks(config: configs.Config) -> list[LearnerHook]:
+    """A run's learner hooks (`impala_tf.run.hooks.HookFactory`), in the order they are called:
+    the books (`bookkeeping.Books`: checkpoints, summaries, episode log, progress, heartbeat),
+    then for a PBT member (`config.pbt.pbt_member >= 0`) the member's side (paper appendix F)."""
+    from impala_tf.run import bookkeeping
+
+    hooks: list[LearnerHook] = [bookkeeping.Books()]
+    if config.pbt.pbt_member >= 0:
+        from impala_tf.studies.pbt import member as pbt_member
+
+        hooks.append(pbt_member.pbt_member_hook())
+    return hooks
 
 
 def next_steps(flags_given: list[str], logdir: str, finished: bool) -> str:

@@ -11,7 +11,7 @@ import tree
 from impala_tf import envs
 from impala_tf.agent import learner as learner_lib
 from impala_tf.base import presets, structures
-from impala_tf.run import builders, checkpoints, rundir, runtime
+from impala_tf.run import builders, checkpoints, hooks, rundir
 from impala_tf.studies.pbt import member as pbt_member
 from impala_tf.studies.pbt import protocol
 
@@ -33,9 +33,9 @@ def member_config(index, **pbt):
 
 
 def learner_context(config, logdir, learner, manager):
-    """The `runtime.LearnerContext` a learner hands `member.attach`: all a member may read of it."""
+    """The `hooks.LearnerContext` a learner hands `member.attach`: all a member may read of it."""
     prefix = f"[member {config.pbt.pbt_member}]"
-    return runtime.LearnerContext(config, rundir.RunDir(logdir), prefix, learner, manager, None)
+    return hooks.LearnerContext(config, rundir.RunDir(logdir), prefix, learner, manager, None)
 
 
 def make_learner(config, logdir, seed):

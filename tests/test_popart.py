@@ -16,7 +16,7 @@ from impala_tf.base import structures
 from impala_tf.base.configs import LearnerConfig
 from impala_tf.envs import toy
 from impala_tf.maths import popart
-from impala_tf.run import runtime
+from impala_tf.run import bookkeeping
 
 
 def _numpy_statistics(stream, num_tasks, beta, sigma_min, sigma_max, rule="rollout"):
@@ -432,13 +432,13 @@ def test_with_popart_both_reward_scales_are_learned():
 
 def test_summaries_name_each_tasks_statistics():
     logs = {"popart_mu": np.array([0.5, 400.0]), "popart_sigma": np.array([1.0, 300.0])}
-    assert runtime.popart_scalars(logs, LEVELS) == {
+    assert bookkeeping.popart_scalars(logs, LEVELS) == {
         "popart/toy/bandit/mu": 0.5,
         "popart/toy/bandit_x1000/mu": 400.0,
         "popart/toy/bandit/sigma": 1.0,
         "popart/toy/bandit_x1000/sigma": 300.0,
     }
-    assert runtime.popart_scalars({"total_loss": 1.0}, LEVELS) == {}
+    assert bookkeeping.popart_scalars({"total_loss": 1.0}, LEVELS) == {}
 
 
 _TWO_LEARNERS_SCRIPT = r"""

@@ -349,13 +349,14 @@ def test_an_environment_that_cannot_load_ends_the_run_with_its_own_error(tmp_pat
 
 def test_a_pbt_member_learner_refuses_to_start_without_the_member_hook(tmp_path):
     """One run's processes do not import PBT: the entry point hands the member hook to
-    `run_learner`, which refuses a member configuration without it (before anything starts)."""
+    `run_learner` (`experiment.learner_hooks`), which refuses a member configuration without it
+    (before anything starts)."""
     from impala_tf.base import presets
     from impala_tf.run import cluster, runtime
 
     config = presets.from_preset("toy", {"pbt": {"pbt_member": 0}})
     config = config.replace("runtime", logdir=str(tmp_path / "run"))
-    with pytest.raises(ValueError, match="attach_member"):
+    with pytest.raises(ValueError, match="pbt_member_hook"):
         runtime.run_learner(config, cluster.local_cluster(1))
     assert not os.path.exists(tmp_path / "run")
 

@@ -4,13 +4,15 @@ The release (`experiment.py`, function `train`) logged per-episode `<level>/epis
 `<level>/episode_frames` against environment frames, and for DMLab-30 the capped and uncapped
 human-normalised training scores once every level had finished an episode. We do the same, plus
 `<logdir>/episodes.csv` (one row per finished episode) and a console progress line with frames/s and
-an ETA.
+an ETA. `Books`, a learner hook (`impala_tf.run.hooks`), keeps them during training, with the
+heartbeat and the checkpoints (the release's `MonitoredTrainingSession` saved one every 600 s).
 """
 
 from __future__ import annotations
 
 import collections
 import csv
+import faulthandler
 import glob
 import gzip
 import io
@@ -19,10 +21,11 @@ import os
 import struct
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from impala_tf.base.structures import EpisodeRecord
-from impala_tf.run import rundir
+from impala_tf.run import hooks, rundir
 
 EPISODES_CSV_FIELDS = (
     "environment_frames",
@@ -357,6 +360,175 @@ class Summaries:
 
     def flush(self) -> None:
         self._writer.flush()
+
+
+def popart_scalars(logs: Mapping[str, Any], task_names: Iterable[str]) -> dict[str, float]:
+    """PopArt's per-task statistics for TensorBoard: `popart/<level>/mu` and `.../sigma` (none
+    without PopArt)."""
+    import numpy as np
+
+    scalars = {}
+    for key, name in (("popart_mu", "mu"), ("popart_sigma", "sigma")):
+        if key in logs:
+            for level, value in zip(task_names, np.asarray(logs[key]), strict=True):
+                scalars[f"popart/{level}/{name}"] = float(value)
+    return scalars
+
+
+class Books(hooks.LearnerHook):
+    """The learner's books, a learner hook: episodes, summaries, progress, heartbeat, checkpoints.
+
+    Only the chief (task 0) writes files; every learner prints progress. After each update: the
+    episodes go to `episodes.csv` and TensorBoard, the update's scalars to TensorBoard every
+    `summary_seconds` (and the newest ones at the end), a progress line every `log_every_seconds`,
+    the heartbeat every second, a checkpoint every `checkpoint_minutes` (none while updates are being
+    skipped); at the end the last checkpoint (when the weights are sound) and the last summaries.
+
+    Args:
+      log_every_seconds: how often the console progress line is printed.
+    """
+
+    name = "books"
+    SCALARS = (
+        "total_loss",
+        "policy_gradient_loss",
+        "baseline_loss",
+        "entropy_loss",
+        "learning_rate",
+        "gradient_global_norm",
+        "mean_vs",
+        "mean_rho",
+        "policy_entropy",
+        "mean_abs_advantage",
+        "pg_logits_gradient_norm",
+        "entropy_logits_gradient_norm",
+        "baseline_values_gradient_norm",
+        "gradient_clip_factor",
+        "rmsprop_mean_square",
+    )
+
+    def __init__(self, log_every_seconds: float = 10.0):
+        self.log_every_seconds = log_every_seconds
+
+    def begin(self, context: hooks.LearnerContext) -> None:
+        config = self.config = context.config
+        self.context = context
+        self.prefix = context.prefix
+        self.is_chief = context.is_chief
+        self.repeats = config.env.num_action_repeats
+        self.frames = int(context.learner.num_environment_frames.numpy())
+        self.recent = RecentReturns()
+        self.progress = Progress(config.learner.total_environment_frames, self.frames)
+        # With several learners, each sees its own actors' episodes; the chief logs its share.
+        self.summaries = context.summaries
+        self.episode_log = None
+        if self.is_chief:
+            self.episode_log = EpisodeLog(
+                context.run_dir.root, self.repeats, resume_frames=self.frames
+            )
+        now = time.time()
+        self.last_log = self.last_summary = self.last_checkpoint = self.last_batch = now
+        self.last_heartbeat = 0.0
+        self.unsummarized: hooks.UpdateRecord | None = None  # The newest update, not summarised.
+        self.fps_frames, self.fps_time = self.frames, now
+        self.stall_reported = False
+        self.heartbeat()
+
+    def heartbeat(self) -> None:
+        if self.is_chief:
+            updates = int(self.context.learner.num_updates.numpy())
+            rundir.write_heartbeat(self.context.run_dir, updates, self.frames)
+            self.last_heartbeat = time.time()
+
+    def _save_checkpoint(self) -> str | None:
+        from impala_tf.run import checkpoints  # Here: readers of episodes.csv start without TF.
+
+        return checkpoints.save(self.context.manager, self.frames, self.prefix)
+
+    def after_update(self, record: hooks.UpdateRecord) -> None:
+        """Books one update."""
+        self.frames = record.frames
+        now = self.last_batch = record.wall_time
+        self.stall_reported = False
+        if not record.applied:
+            print(
+                f"{self.prefix} update skipped: non-finite loss, gradient or updated weights "
+                f"(loss={record.logs['total_loss']})",
+                flush=True,
+            )
+        self.recent.add(record.episodes)
+        if self.episode_log is not None:
+            self.episode_log.write(self.frames, record.episodes)
+        if self.summaries is not None:
+            self.summaries.episodes(self.frames, record.episodes, self.repeats)
+            if now - self.last_summary >= self.config.runtime.summary_seconds:
+                self._summaries(record, now)
+            else:
+                self.unsummarized = record
+        if now - self.last_heartbeat >= 1.0:
+            self.heartbeat()
+        if now - self.last_log >= self.log_every_seconds:
+            print(
+                f"{self.prefix} " + self.progress.line(self.frames, self.recent.mean()), flush=True
+            )
+            self.last_log = now
+        checkpoint_due = now - self.last_checkpoint >= 60 * self.config.runtime.checkpoint_minutes
+        if self.is_chief and checkpoint_due and record.skipped_streak == 0:
+            self._save_checkpoint()
+            self.last_checkpoint = now
+
+    def _summaries(self, record: hooks.UpdateRecord, now: float) -> None:
+        fps = (self.frames - self.fps_frames) / max(now - self.fps_time, 1e-6)
+        self.fps_frames, self.fps_time = self.frames, now
+        scalars = {name: record.logs[name] for name in self.SCALARS}
+        scalars.update(popart_scalars(record.logs, self.context.levels))
+        queue = self.context.trajectory_queue
+        scalars.update(
+            environment_frames_per_second=fps,
+            queue_size=queue.size() if queue is not None else 0,
+            policy_lag_updates=record.policy_lag,
+            skipped_updates=float(self.context.learner.num_skipped_updates.numpy()),
+        )
+        self.summaries.scalars(self.frames, scalars)
+        self.summaries.suite_scores(self.frames, self.recent)
+        self.summaries.flush()
+        self.last_summary = now
+        self.unsummarized = None
+
+    def idle(self) -> None:
+        """No batch this second: after `watchdog_seconds` without one, says so (once per stall)
+        and writes this process's stacks to stderr (useful where no launcher watches)."""
+        waited = time.time() - self.last_batch
+        limit = self.config.runtime.watchdog_seconds
+        if limit > 0 and waited >= limit and not self.stall_reported:
+            self.stall_reported = True
+            queue = self.context.trajectory_queue
+            print(
+                f"{self.prefix} warning: no batch from the actors for {waited:.0f} s (queue "
+                f"holds {queue.size() if queue is not None else 0} trajectories); this process's "
+                "stacks follow",
+                file=sys.stderr,
+                flush=True,
+            )
+            faulthandler.dump_traceback(all_threads=True)
+
+    def end(self, sound: bool) -> None:
+        """The last checkpoint (chief, sound weights only), heartbeat and summaries."""
+        if self.is_chief and sound:
+            self.frames = int(self.context.learner.num_environment_frames.numpy())
+            path = self._save_checkpoint()
+            if path:
+                print(f"{self.prefix} checkpoint saved: {path}", flush=True)
+        self.heartbeat()
+        if self.episode_log is not None:
+            self.episode_log.close()
+        if self.summaries is not None:
+            if self.unsummarized is not None:  # The final point of the curves.
+                try:
+                    self._summaries(self.unsummarized, time.time())
+                except Exception as error:  # noqa: BLE001 - shutting down; the run is saved.
+                    print(f"{self.prefix} final summary not written: {error!r}", flush=True)
+            self.summaries.flush()
 
 
 # TensorFlow's dtype enum (types.proto) -> numpy's, for scalars stored as `tensor_content`.

@@ -3,8 +3,9 @@
 `run_learner` hosts a trajectory queue and a parameter store on its `tf.distribute.Server`
 (`impala_tf.run.transport`), dequeues batches of B trajectories from different actors, prefetches the
 next batch while the current one trains, applies the update of `impala_tf.agent.learner`, publishes the
-weights after every update, and keeps the books: TensorBoard summaries, `episodes.csv`, a console
-progress line, checkpoints every N minutes and at exit, and resume from the latest checkpoint.
+weights after every update and hands each update's record to its hooks (`impala_tf.run.hooks`: the
+books of `impala_tf.run.bookkeeping`, a PBT member); it resumes from the latest checkpoint and ends
+in one safe order (`stop_learner_loop`).
 
 `run_actor` steps its E environments as a batch (`impala_tf.run.builders.batched_environment`: worker
 processes, or for Atari ale-py's native vector environment in the actor process), refreshes its
@@ -15,17 +16,14 @@ g mod (number of levels), round robin as in the release.
 
 from __future__ import annotations
 
-import dataclasses
-import faulthandler
 import logging
 import os
 import queue as queue_lib
 import signal
-import sys
 import threading
 import time
-from collections.abc import Callable
-from typing import Any, Protocol
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
@@ -38,44 +36,10 @@ from impala_tf.agent.actor import Actor
 from impala_tf.base import configs, structures
 from impala_tf.run import allocator, bookkeeping, builders, checkpoints, rundir, transport
 from impala_tf.run import cluster as cluster_lib
+from impala_tf.run import hooks as hooks_lib
 
 _LOG = logging.getLogger(__name__)
 
-
-@dataclasses.dataclass(frozen=True)
-class LearnerContext:
-    """What a learner hook may use of the learner it plugs into (`run_learner`'s `attach_member`).
-
-    Attributes:
-      config: the run's configuration.
-      run_dir: the run directory.
-      prefix: the learner's console prefix (`[learner <task>]`).
-      learner: the `impala_tf.agent.learner.Learner`: its live hyperparameters, counters, optimiser.
-      manager: the run's `tf.train.CheckpointManager` (the newest checkpoint; saving one).
-      summaries: the chief learner's TensorBoard writer (`bookkeeping.Summaries`), else None.
-    """
-
-    config: configs.Config
-    run_dir: rundir.RunDir
-    prefix: str
-    learner: learner_lib.Learner
-    manager: tf.train.CheckpointManager
-    summaries: bookkeeping.Summaries | None
-
-
-class LearnerHook(Protocol):
-    """Something that plugs into the learner loop: a PBT member (paper appendix F)."""
-
-    def after_update(self, episodes: list[structures.EpisodeRecord]) -> None:
-        """Called after each update with the episodes that finished in its batch."""
-
-    def close(self) -> None:
-        """Called once, after the loop ends and the books are closed (the last checkpoint saved)."""
-
-
-# `attach(context, stop)`: given the learner's context and its stop event (set on SIGTERM/SIGINT)
-# before the first update, returns the hook, or None where it has nothing to do in this run.
-AttachHook = Callable[[LearnerContext, threading.Event], LearnerHook | None]
 
 QUEUE_CAPACITY_PER_BATCH = 1  # Queue capacity = batch size: each actor blocks until dequeued.
 SHUTDOWN_JOIN_SECONDS = 30.0  # Bound on waiting for the prefetch and dequeue threads at exit.
@@ -116,21 +80,28 @@ def _learner_strategy(
 
 class Prefetcher:
     """Dequeues the next batch in a background thread while the current one trains (one deep),
-    and converts it to the update's tensors (`training_tensors`), unless `convert` is False:
-    with experience replay the update trains on the mixed batch, converted by `mix_in_replay`,
-    and the item's tensors are None."""
+    and makes it the update's tensors: the batch itself (`training_tensors`), or with experience
+    replay (section 5.2.2) the batch followed by trajectories from `replay`'s buffer
+    (`mix_in_replay`). Only this thread uses `replay`.
+
+    Args:
+      trajectory_queue: the learner's trajectory queue.
+      batch_size: B, trajectories per update; with `replay` only its `num_fresh` are dequeued.
+      codec: decodes what the queue carries (`training_tensors`); None: whole observations.
+      replay: the learner's `ReplayMixer`, or None without experience replay.
+    """
 
     def __init__(
         self,
         trajectory_queue: transport.TrajectoryQueue,
         batch_size: int,
         codec: frame_stacks.TrajectoryCodec | None = None,
-        convert: bool = True,
+        replay: replay_lib.ReplayMixer | None = None,
     ):
         self._queue = trajectory_queue
-        self._batch_size = batch_size
+        self._num_fresh = replay.num_fresh if replay is not None else batch_size
         self._codec = codec
-        self._convert = convert
+        self._replay = replay
         self._ready: queue_lib.Queue = queue_lib.Queue(maxsize=1)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="prefetch", daemon=True)
@@ -139,13 +110,16 @@ class Prefetcher:
     def _loop(self) -> None:
         while not self._stop.is_set():
             try:
-                batch = self._queue.dequeue_many(self._batch_size, timeout=1.0)
+                batch = self._queue.dequeue_many(self._num_fresh, timeout=1.0)
             except transport.QueueTimeoutError:
                 continue
             except Exception as error:  # Closed queue or a transport failure: hand it over.
                 self._hand_over(error)
                 return
-            tensors = training_tensors(batch, self._codec) if self._convert else None
+            if self._replay is None:
+                tensors = training_tensors(batch, self._codec)
+            else:
+                tensors = mix_in_replay(self._replay, batch, None, self._codec)
             self._hand_over((batch, tensors, time.time()))
 
     def _hand_over(self, item: Any) -> None:
@@ -158,6 +132,12 @@ class Prefetcher:
                 continue
 
     def get(self, timeout: float) -> tuple[Any, Any, float] | None:
+        """`(batch, tensors, dequeued_at)`: the fresh batch as dequeued (numpy), what the update
+        trains on, and when; None when nothing came within `timeout` seconds.
+
+        Raises:
+          Exception: the queue's error (closed, or a transport failure).
+        """
         try:
             item = self._ready.get(timeout=timeout)
         except queue_lib.Empty:
@@ -183,13 +163,20 @@ class _StopFlag:
 
     def __init__(self):
         self.event = threading.Event()
+        self._previous: dict[int, Any] = {}
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
-                signal.signal(sig, self._handle)
+                self._previous[sig] = signal.signal(sig, self._handle)
 
     def _handle(self, signum, _frame) -> None:
         _LOG.warning("signal %d: stopping after the current update", signum)
         self.event.set()
+
+    def release(self) -> None:
+        """Puts back the handlers it replaced (the caller of `run_learner` gets its own back)."""
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous.clear()
 
 
 def update_and_publish(
@@ -231,8 +218,8 @@ def mix_in_replay(
 ) -> structures.Trajectory:
     """Experience replay (section 5.2.2): the fresh batch followed by trajectories sampled from
     the learner's buffer (which the fresh ones join first), as tensors; `tensors` unchanged
-    without replay (with replay, `tensors` is ignored: the prefetcher leaves it None). The
-    buffer keeps trajectories as dequeued (frames sent once stay encoded)."""
+    without replay (with replay, `tensors` is ignored: the prefetcher passes None). The buffer
+    keeps trajectories as dequeued (frames sent once stay encoded)."""
     if replay is None:
         return tensors
     return training_tensors(replay.mix(batch), codec)
@@ -261,177 +248,6 @@ class _SkipGuard:
                 "were left as they were before these updates; lower --learning_rate, or check "
                 "the environment's rewards"
             )
-
-
-def popart_scalars(logs: dict[str, Any], task_names: list[str]) -> dict[str, float]:
-    """PopArt's per-task statistics for TensorBoard: `popart/<level>/mu` and `.../sigma` (none
-    without PopArt)."""
-    scalars = {}
-    for key, name in (("popart_mu", "mu"), ("popart_sigma", "sigma")):
-        if key in logs:
-            for level, value in zip(task_names, np.asarray(logs[key]), strict=True):
-                scalars[f"popart/{level}/{name}"] = float(value)
-    return scalars
-
-
-class _LearnerBooks:
-    """What the learner writes while it trains: episodes, summaries, progress, heartbeat,
-    checkpoints. Only the chief (task 0) writes files; every learner prints progress."""
-
-    SCALARS = (
-        "total_loss",
-        "policy_gradient_loss",
-        "baseline_loss",
-        "entropy_loss",
-        "learning_rate",
-        "gradient_global_norm",
-        "mean_vs",
-        "mean_rho",
-        "policy_entropy",
-        "mean_abs_advantage",
-        "pg_logits_gradient_norm",
-        "entropy_logits_gradient_norm",
-        "baseline_values_gradient_norm",
-        "gradient_clip_factor",
-        "rmsprop_mean_square",
-    )
-
-    def __init__(
-        self,
-        config: configs.Config,
-        run_dir: rundir.RunDir,
-        task: int,
-        learner: learner_lib.Learner,
-        manager: tf.train.CheckpointManager,
-        trajectory_queue: transport.TrajectoryQueue,
-        log_every_seconds: float,
-        task_names: list[str],
-    ):
-        self.config = config
-        self.run_dir = run_dir
-        self.prefix = f"[learner {task}]"
-        self.is_chief = task == 0
-        self.learner = learner
-        self.manager = manager
-        self.queue = trajectory_queue
-        self.log_every_seconds = log_every_seconds
-        self.repeats = config.env.num_action_repeats
-        self.task_names = task_names  # Task i is level i.
-        self.frames = int(learner.num_environment_frames.numpy())
-        self.recent = bookkeeping.RecentReturns()
-        self.progress = bookkeeping.Progress(config.learner.total_environment_frames, self.frames)
-        # With several learners, each sees its own actors' episodes; the chief logs its share.
-        self.summaries = bookkeeping.Summaries(run_dir.root, config.env.level_name)
-        self.episode_log = bookkeeping.EpisodeLog(
-            run_dir.root, self.repeats, resume_frames=self.frames
-        )
-        if not self.is_chief:
-            self.summaries = self.episode_log = None
-        now = time.time()
-        self.last_log = self.last_summary = self.last_checkpoint = self.last_batch = now
-        self.last_heartbeat = 0.0
-        self.unsummarized: tuple[dict[str, Any], float] | None = None  # The newest update's logs.
-        self.fps_frames, self.fps_time = self.frames, now
-        self.stall_reported = False
-        self.heartbeat()
-
-    def context(self) -> LearnerContext:
-        """What a learner hook may use (`LearnerContext`)."""
-        return LearnerContext(
-            self.config, self.run_dir, self.prefix, self.learner, self.manager, self.summaries
-        )
-
-    def heartbeat(self) -> None:
-        if self.is_chief:
-            rundir.write_heartbeat(self.run_dir, int(self.learner.num_updates.numpy()), self.frames)
-            self.last_heartbeat = time.time()
-
-    def record(
-        self,
-        logs: dict[str, Any],
-        episodes: list[structures.EpisodeRecord],
-        policy_lag: float,
-        skipped_streak: int,
-    ) -> None:
-        """Books one update."""
-        self.frames = int(logs["num_environment_frames"])
-        now = self.last_batch = time.time()
-        self.stall_reported = False
-        if not logs["update_applied"]:
-            print(
-                f"{self.prefix} update skipped: non-finite loss, gradient or updated weights "
-                f"(loss={logs['total_loss']})",
-                flush=True,
-            )
-        self.recent.add(episodes)
-        if self.episode_log is not None:
-            self.episode_log.write(self.frames, episodes)
-        if self.summaries is not None:
-            self.summaries.episodes(self.frames, episodes, self.repeats)
-            if now - self.last_summary >= self.config.runtime.summary_seconds:
-                self._summaries(logs, policy_lag, now)
-            else:
-                self.unsummarized = (logs, policy_lag)
-        if now - self.last_heartbeat >= 1.0:
-            self.heartbeat()
-        if now - self.last_log >= self.log_every_seconds:
-            print(
-                f"{self.prefix} " + self.progress.line(self.frames, self.recent.mean()), flush=True
-            )
-            self.last_log = now
-        checkpoint_due = now - self.last_checkpoint >= 60 * self.config.runtime.checkpoint_minutes
-        if self.is_chief and checkpoint_due and skipped_streak == 0:
-            checkpoints.save(self.manager, self.frames, self.prefix)
-            self.last_checkpoint = now
-
-    def _summaries(self, logs: dict[str, Any], policy_lag: float, now: float) -> None:
-        fps = (self.frames - self.fps_frames) / max(now - self.fps_time, 1e-6)
-        self.fps_frames, self.fps_time = self.frames, now
-        scalars = {name: logs[name] for name in self.SCALARS}
-        scalars.update(popart_scalars(logs, self.task_names))
-        scalars.update(
-            environment_frames_per_second=fps,
-            queue_size=self.queue.size(),
-            policy_lag_updates=policy_lag,
-            skipped_updates=float(self.learner.num_skipped_updates.numpy()),
-        )
-        self.summaries.scalars(self.frames, scalars)
-        self.summaries.suite_scores(self.frames, self.recent)
-        self.summaries.flush()
-        self.last_summary = now
-        self.unsummarized = None
-
-    def idle(self) -> None:
-        """No batch this second: after `watchdog_seconds` without one, says so (once per stall)
-        and writes this process's stacks to stderr (useful where no launcher watches)."""
-        waited = time.time() - self.last_batch
-        limit = self.config.runtime.watchdog_seconds
-        if limit > 0 and waited >= limit and not self.stall_reported:
-            self.stall_reported = True
-            print(
-                f"{self.prefix} warning: no batch from the actors for {waited:.0f} s (queue "
-                f"holds {self.queue.size()} trajectories); this process's stacks follow",
-                file=sys.stderr,
-                flush=True,
-            )
-            faulthandler.dump_traceback(all_threads=True)
-
-    def close(self, save: bool) -> None:
-        if self.is_chief and save:
-            self.frames = int(self.learner.num_environment_frames.numpy())
-            path = checkpoints.save(self.manager, self.frames, self.prefix)
-            if path:
-                print(f"{self.prefix} checkpoint saved: {path}", flush=True)
-        self.heartbeat()
-        if self.episode_log is not None:
-            self.episode_log.close()
-        if self.summaries is not None:
-            if self.unsummarized is not None:  # The final point of the curves.
-                try:
-                    self._summaries(*self.unsummarized, time.time())
-                except Exception as error:  # noqa: BLE001 - shutting down; the run is saved.
-                    print(f"{self.prefix} final summary not written: {error!r}", flush=True)
-            self.summaries.flush()
 
 
 def _restore(
@@ -507,43 +323,56 @@ def run_learner(
     config: configs.Config,
     cluster: cluster_lib.ClusterConfig,
     task: int = 0,
-    log_every_seconds: float = 10.0,
-    attach_member: AttachHook | None = None,
+    hooks: Sequence[hooks_lib.LearnerHook] = (),
 ) -> dict[str, float]:
     """Trains until `total_environment_frames`, or until SIGTERM/SIGINT; returns final stats.
 
     The loop is the paper's learner (section 3): take a batch of B trajectories from the queue,
-    apply one V-trace actor-critic update (`impala_tf.agent.learner`), publish the new parameters to the
-    actors, keep the books. With experience replay (section 5.2.2, `--replay_proportion`), fewer
-    trajectories come from the queue and the batch is completed from the learner's replay buffer
-    (`mix_in_replay`); only the fresh ones count as environment frames and episodes.
+    apply one V-trace actor-critic update (`impala_tf.agent.learner`), publish the new parameters
+    to the actors, hand the update's record to the hooks. With experience replay (section 5.2.2,
+    `--replay_proportion`), fewer trajectories come from the queue and the batch is completed from
+    the learner's replay buffer (`mix_in_replay`); only the fresh ones count as environment frames
+    and episodes.
 
     Args:
       config: the run's configuration.
       cluster: the run's addresses and roles.
       task: this learner's index.
-      log_every_seconds: how often progress is printed and summaries are written.
-      attach_member: how a population-based-training member (paper appendix F) plugs into this
-        loop (`AttachHook`: it gets the `LearnerContext` and returns a `LearnerHook`):
-        `impala_tf.studies.pbt.member.attach`, which `impala_tf.experiment` passes. Required when
-        `config.pbt.pbt_member >= 0`, so that one run's processes never import the studies of
-        many runs.
+      hooks: what plugs into the loop (`impala_tf.run.hooks`), called in order:
+        `impala_tf.experiment.learner_hooks(config)` gives a run's (the books: checkpoints,
+        summaries, episode log, progress, heartbeat; a PBT member's side, paper appendix F).
+        Without hooks the loop trains and writes only the configuration.
 
     Raises:
       bookkeeping.LogdirError: `--logdir` is not writable (checked before anything starts).
       LearnerStuckError: too many consecutive updates were skipped (no checkpoint is written).
-      ValueError: the run is a PBT member and `attach_member` is None.
+      ValueError: the run is a PBT member and no hook is its member's
+        (`hooks_lib.check_required`).
     """
-    if config.pbt.pbt_member >= 0 and attach_member is None:
-        raise ValueError(
-            "a PBT member's learner needs attach_member (impala_tf.studies.pbt.member.attach)"
-        )
+    hooks_lib.check_required(config, hooks)
+    hook_list = hooks_lib.HookList(hooks)
     run_dir = rundir.RunDir(bookkeeping.ensure_writable_logdir(config.runtime.logdir))
     prefix = f"[learner {task}]"
     if task == 0:
         rundir.write_config_once(run_dir, config)
     allocator.keep_freed_memory(config.runtime.malloc_keep_mb)
     stop = _StopFlag()
+    try:
+        return _learn(config, cluster, task, hook_list, run_dir, prefix, stop.event)
+    finally:
+        stop.release()
+
+
+def _learn(
+    config: configs.Config,
+    cluster: cluster_lib.ClusterConfig,
+    task: int,
+    hook_list: hooks_lib.HookList,
+    run_dir: rundir.RunDir,
+    prefix: str,
+    stop: threading.Event,
+) -> dict[str, float]:
+    """`run_learner` once its run directory is checked and its stop flag installed."""
     strategy = _learner_strategy(cluster, task)
     tf.random.set_seed(config.runtime.seed)
     lc = config.learner
@@ -565,54 +394,67 @@ def run_learner(
     store.publish(agent.trainable_variables, int(learner.num_updates.numpy()))
     print(f"{prefix} serving on {cluster.learner_hosts[task]}", flush=True)
 
-    books = _LearnerBooks(
-        config, run_dir, task, learner, manager, trajectory_queue, log_every_seconds, parts.levels
+    summaries = bookkeeping.Summaries(run_dir.root, config.env.level_name) if task == 0 else None
+    context = hooks_lib.LearnerContext(
+        config,
+        run_dir,
+        prefix,
+        learner,
+        manager,
+        summaries,
+        task=task,
+        stop=stop,
+        trajectory_queue=trajectory_queue,
+        levels=tuple(parts.levels),
     )
-    # A PBT member (appendix F), or None.
-    member = attach_member(books.context(), stop.event) if attach_member is not None else None
+    hook_list.begin(context)
     replay = replay_lib.mixer_for(
         lc.batch_size, lc.replay_capacity, lc.replay_proportion, seed=config.runtime.seed + task
     )
     num_fresh = replay.num_fresh if replay else None  # None: the whole batch is fresh.
-    prefetcher = Prefetcher(
-        trajectory_queue, num_fresh or lc.batch_size, parts.codec, convert=replay is None
-    )
+    prefetcher = Prefetcher(trajectory_queue, lc.batch_size, parts.codec, replay)
     skips = _SkipGuard(config.runtime.max_consecutive_skipped_updates)
+    frames = int(learner.num_environment_frames.numpy())
+    recent = bookkeeping.RecentReturns()
     healthy = False
     try:
-        while books.frames < lc.total_environment_frames and not stop.event.is_set():
+        while frames < lc.total_environment_frames and not stop.is_set():
             item = prefetcher.get(timeout=1.0)
             if item is None:
-                books.idle()
+                hook_list.idle()
                 continue
             batch, tensors, _ = item
-            tensors = mix_in_replay(replay, batch, tensors, parts.codec)
             logs, episodes, policy_lag = update_and_publish(
                 learner, store, batch, tensors, num_fresh
             )
             skips.check(logs)
-            books.record(logs, episodes, policy_lag, skips.streak)
-            if member is not None:  # Fitness out, the controller's instruction in.
-                member.after_update(episodes)
+            frames = int(logs["num_environment_frames"])
+            recent.add(episodes)
+            record = hooks_lib.UpdateRecord(
+                frames=frames,
+                updates=int(learner.num_updates.numpy()),
+                logs=logs,
+                episodes=episodes,
+                policy_lag=policy_lag,
+                skipped_streak=skips.streak,
+                wall_time=time.time(),
+            )
+            hook_list.after_update(record)
         healthy = True
     finally:
-
-        def close_books() -> None:
-            books.close(save=healthy or skips.streak == 0)
-            if member is not None:
-                member.close()
-
-        stop_learner_loop(prefetcher, trajectory_queue, close_books)
+        stop_learner_loop(
+            prefetcher, trajectory_queue, lambda: hook_list.end(healthy or skips.streak == 0)
+        )
+    frames = int(learner.num_environment_frames.numpy())
     checksum = sum(float(np.sum(np.abs(v.numpy()), dtype=np.float64)) for v in agent.variables)
     print(f"{prefix} weights checksum: {checksum:.10e}", flush=True)
     stats = {
-        "environment_frames": float(books.frames),
+        "environment_frames": float(frames),
         "updates": float(learner.num_updates.numpy()),
-        "recent_mean_return": books.recent.mean(),
+        "recent_mean_return": recent.mean(),
     }
     print(
-        f"{prefix} done: {books.frames:,} frames, recent mean return "
-        f"{stats['recent_mean_return']:.3f}",
+        f"{prefix} done: {frames:,} frames, recent mean return {stats['recent_mean_return']:.3f}",
         flush=True,
     )
     return stats

@@ -1,10 +1,11 @@
 """The learner side of a population-based-training member (paper appendix F).
 
 A member is an ordinary training run whose configuration says `pbt_member = i` and whose run
-directory is `<pbt_dir>/members/<i>`. Its learner (`impala_tf.run.runtime.run_learner`) attaches a
-`Member` (a `runtime.LearnerHook`) through `attach`, which the entry point (`impala_tf.experiment`)
-hands to the learner loop; the member sees only the `runtime.LearnerContext`;
-between updates the member:
+directory is `<pbt_dir>/members/<i>`. Its learner (`impala_tf.run.runtime.run_learner`) runs a
+`MemberHook` (a learner hook, `impala_tf.run.hooks`, built by `pbt_member_hook`), which the entry
+point (`impala_tf.experiment.learner_hooks`) hands to the learner loop after the books; at `begin`
+it attaches a `Member` (`attach`), which sees only the `hooks.LearnerContext`. Between updates the
+member:
 
 - keeps the fitness window, the last `pbt_ready_episodes` episode returns (`impala_tf.studies.pbt.fitness`),
   and counts the episodes since its last evolution step;
@@ -33,23 +34,50 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from impala_tf.base import configs
-from impala_tf.run import checkpoints, rundir
+from impala_tf.run import checkpoints, hooks, rundir
 from impala_tf.studies.pbt import fitness, protocol, rules
 
-if TYPE_CHECKING:  # Only the type: the learner's module (and TensorFlow) is the caller's to load.
-    from impala_tf.run.runtime import LearnerContext
+if TYPE_CHECKING:
+    from impala_tf.run.hooks import LearnerContext, UpdateRecord
 
 POLL_SECONDS = 1.0  # Instruction reads and status writes.
 WAIT_MESSAGE_SECONDS = 30.0
 
 
+def pbt_member_hook() -> MemberHook:
+    """The learner hook of a PBT member (`impala_tf.experiment.learner_hooks` adds it after the
+    books when `config.pbt.pbt_member >= 0`)."""
+    return MemberHook()
+
+
+class MemberHook(hooks.LearnerHook):
+    """A PBT member's side of the learner loop, as a learner hook: `attach` at `begin`, the
+    update's episodes to `Member.after_update`, `Member.close` at `end` (after the books' last
+    checkpoint, which the last status names)."""
+
+    name = hooks.PBT_MEMBER
+
+    def __init__(self):
+        self.member: Member | None = None
+
+    def begin(self, context: LearnerContext) -> None:
+        self.member = attach(context, context.stop)
+
+    def after_update(self, record: UpdateRecord) -> None:
+        if self.member is not None:  # Fitness out, the controller's instruction in.
+            self.member.after_update(record.episodes)
+
+    def end(self, sound: bool) -> None:
+        if self.member is not None:
+            self.member.close()
+
+
 def attach(context: LearnerContext, stop: threading.Event) -> Member | None:
     """The member side of a learner, started (first instruction applied), or None when the run is
-    not a PBT member: the `runtime.AttachHook` that `impala_tf.experiment` hands to
-    `runtime.run_learner`.
+    not a PBT member (`MemberHook.begin`).
 
     Args:
-      context: what the learner lends its hooks (`impala_tf.run.runtime.LearnerContext`: config,
+      context: what the learner lends its hooks (`impala_tf.run.hooks.LearnerContext`: config,
         run directory, console prefix, learner, checkpoint manager, summaries).
       stop: set when the learner is asked to stop (ends the wait for a first instruction).
 
