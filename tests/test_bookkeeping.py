@@ -5,6 +5,7 @@ import math
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 import tensorflow as tf
@@ -243,3 +244,80 @@ def test_scalars_read_back_without_tensorflow_as_tensorboard_reads_them(tmp_path
     assert bookkeeping.read_scalars(str(tmp_path))["total_loss"] == [(160, 2.5)]
     code = "import sys, impala_tf.run.bookkeeping; sys.exit('tensorflow' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], cwd=REPO, timeout=60).returncode == 0
+
+
+class _Counter:
+    def __init__(self, value=0):
+        self.value = value
+
+    def numpy(self):
+        return self.value
+
+
+class _FakeLearner:
+    def __init__(self):
+        self.num_environment_frames = _Counter()
+        self.num_updates = _Counter()
+        self.num_skipped_updates = _Counter()
+
+
+class _FakeManager:
+    def __init__(self):
+        self.saved = []
+
+    def save(self, checkpoint_number):
+        self.saved.append(checkpoint_number)
+        return f"ckpt-{checkpoint_number}"
+
+
+def _books_context(tmp_path, task, checkpoint_minutes=0.0):
+    from impala_tf.base import configs
+    from impala_tf.run import hooks, rundir
+
+    config = configs.from_preset("toy", {"runtime": {"checkpoint_minutes": checkpoint_minutes}})
+    run_dir = rundir.RunDir(str(tmp_path))
+    summaries = bookkeeping.Summaries(str(tmp_path), "toy/catch") if task == 0 else None
+    learner = _FakeLearner()
+    context = hooks.LearnerContext(
+        config, run_dir, f"[learner {task}]", learner, _FakeManager(), summaries, task=task
+    )
+    return context, learner
+
+
+def _update(learner, frames, applied=True, streak=0, episodes=()):
+    from impala_tf.run import hooks
+
+    learner.num_environment_frames.value = frames
+    learner.num_updates.value += 1
+    logs = {name: 0.5 for name in bookkeeping.Books.SCALARS}
+    logs.update(update_applied=applied, num_environment_frames=frames)
+    return hooks.UpdateRecord(
+        frames, learner.num_updates.value, logs, list(episodes), 0.0, streak, time.time()
+    )
+
+
+def test_books_checkpoint_only_sound_weights_and_only_the_chief_writes(tmp_path, capsys):
+    """The learner's books as a hook: a checkpoint when due but never while updates are skipped,
+    the last one only for sound weights; episodes, heartbeat and summaries by the chief alone."""
+    context, learner = _books_context(tmp_path / "chief", task=0)
+    books = bookkeeping.Books()
+    books.begin(context)
+    episode = EpisodeRecord("toy/catch", 1.0, 5, 0)
+    books.after_update(_update(learner, 160, episodes=[episode]))
+    books.after_update(_update(learner, 320, applied=False, streak=1))
+    assert context.manager.saved == [160]  # Due at every update (0 minutes), not while skipping.
+    assert "update skipped" in capsys.readouterr().out
+    books.end(sound=False)
+    assert context.manager.saved == [160]
+    assert [row["environment_frames"] for row in _rows(tmp_path / "chief")] == [160]
+    assert os.path.exists(context.run_dir.heartbeat)
+    assert read_scalars(str(tmp_path / "chief"))["total_loss"][-1] == (320, 0.5)
+
+    other, learner = _books_context(tmp_path / "other", task=1)
+    books = bookkeeping.Books()
+    books.begin(other)
+    books.after_update(_update(learner, 160, episodes=[episode]))
+    books.end(sound=True)
+    assert other.manager.saved == []
+    assert not os.path.exists(other.run_dir.episodes)
+    assert not os.path.exists(other.run_dir.heartbeat)
