@@ -271,10 +271,10 @@ class _FakeManager:
 
 
 def _books_context(tmp_path, task, checkpoint_minutes=0.0):
-    from impala_tf.base import configs
+    from impala_tf.base import presets
     from impala_tf.run import hooks, rundir
 
-    config = configs.from_preset("toy", {"runtime": {"checkpoint_minutes": checkpoint_minutes}})
+    config = presets.from_preset("toy", {"runtime": {"checkpoint_minutes": checkpoint_minutes}})
     run_dir = rundir.RunDir(str(tmp_path))
     summaries = bookkeeping.Summaries(str(tmp_path), "toy/catch") if task == 0 else None
     learner = _FakeLearner()
