@@ -140,7 +140,6 @@ def resolve_config() -> presets.Resolved:
 
 def describe(resolved: presets.Resolved) -> str:
     """Each resolved value and its source, the network's variables, `Trainable parameters: N`."""
-    from impala_tf import envs
     from impala_tf.agent import networks
     from impala_tf.run import builders
 
@@ -152,15 +151,15 @@ def describe(resolved: presets.Resolved) -> str:
         lines.append(f"  {s.key:42s} {value!r:>24}  ({resolved.sources[s.key]})")
     lines.append("Configuration:")
     lines.append(json.dumps(config.to_dict(), indent=2, sort_keys=False))
-    observation_spec, _ = envs.environment_spec(config.env.level_name, config.env)
+    parts = builders.agent_parts(config)  # The observation spec and the agent, derived once.
     lines.append(
         "Observation: frame "
-        f"{list(observation_spec.frame.shape)} uint8, instruction string; "
+        f"{list(parts.observation_spec.frame.shape)} uint8, instruction string; "
         f"actions: {config.agent.num_actions}"
     )
     lines.append("Variables:")
     total = 0
-    for name, shape, count in networks.describe_variables(builders.build_agent(config)):
+    for name, shape, count in networks.describe_variables(parts.agent):
         lines.append(f"  {name:60s} {str(list(shape)):>16s} {count:>10,d}")
         total += count
     lines.append(f"Trainable parameters: {total}")

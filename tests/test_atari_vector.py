@@ -325,11 +325,12 @@ def test_run_actor_feeds_its_learner_from_the_native_backend():
     assert config.env.atari_backend == "native"
     cluster = cluster_lib.local_cluster(1)
     server = transport.start_learner_server(cluster, 0)  # Lives until the test process exits.
-    agent = builders.build_agent(config)
+    parts = builders.run_parts(config)
+    agent = parts.agent
     # Frames are sent once (the default for Atari, `impala_tf.agent.frame_stacks`).
-    codec = builders.trajectory_codec(config, agent)
+    codec = parts.codec
     queue = transport.TrajectoryQueue(server, codec.wire_specs, capacity=3)
-    store = transport.ParameterStore.for_variables(server, agent.trainable_variables)
+    store = transport.ParameterStore(server, parts.parameter_specs())
     store.publish([v.numpy() for v in agent.trainable_variables], version=4)
     exit_codes = []
     children_before = {p.pid for p in psutil.Process().children(recursive=True)}

@@ -23,7 +23,7 @@ from impala_tf.envs import toy
 from impala_tf.envs.base import StepStream
 from impala_tf.paper import atari57
 from impala_tf.reports import common
-from impala_tf.run import evaluation, videos
+from impala_tf.run import builders, evaluation, videos
 
 
 def _children() -> set[int]:
@@ -51,7 +51,7 @@ def _save_run(logdir: str, config: configs.Config, agent=None) -> str:
     """Writes a logdir as the learner does (`impala_tf.run.runtime.run_learner`): a `CheckpointManager`
     over `Checkpoint(agent=..., learner=...)` in `<logdir>/checkpoints`, and `<logdir>/config.json`."""
     if agent is None:
-        agent = evaluation.build_agent(config)
+        agent = builders.agent_parts(config).agent
     learner = tf.Module()  # Stands in for the learner's state (optimizer slots, counters).
     learner.num_updates = tf.Variable(7, dtype=tf.int64)
     manager = tf.train.CheckpointManager(
@@ -102,7 +102,7 @@ def test_missing_checkpoint_names_directory(tmp_path):
 
 def test_restore_loads_weights_and_rejects_incompatible_agent(tmp_path):
     config = _toy_config("toy/catch")
-    agent = evaluation.build_agent(config)
+    agent = builders.agent_parts(config).agent
     _variable(agent, "policy_logits/b:0").assign([1.0, 2.0, 3.0])
     saved = _save_run(str(tmp_path), config, agent)
 
@@ -227,7 +227,7 @@ def test_run_test_mode_toy_catch_writes_results_and_gif(tmp_path, no_leaked_chil
 @pytest.mark.timeout(120)
 def test_greedy_plays_the_dominant_action_and_sampled_does_not(tmp_path, no_leaked_children):
     config = _toy_config("toy/bandit", use_lstm=False)
-    agent = evaluation.build_agent(config)
+    agent = builders.agent_parts(config).agent
     weights = _variable(agent, "policy_logits/w:0")
     weights.assign(tf.zeros_like(weights))
     _variable(agent, "policy_logits/b:0").assign([0.0, 0.5, 0.0])  # argmax 1; P(1) = 0.45.
@@ -292,11 +292,6 @@ def test_atari_pong_results_have_human_normalized_score(tmp_path, no_leaked_chil
 # --- Suite summaries (computed by `impala_tf.base.scores`; their numbers in tests/test_scores.py). -----
 
 
-def test_scores_are_those_of_impala_tf_scores():
-    assert evaluation.summarize is scores.summarize
-    assert evaluation.human_normalized_score is scores.human_normalized_score
-
-
 def test_summary_lines_of_hand_made_dmlab30_and_atari57_returns():
     # DMLab-30: every level at its human score (100 %), rooms_watermaze at 300 % (the release's
     # references: human 54, random 4.065): capped (29 * 100 + 100) / 30 = 100 %, uncapped
@@ -307,7 +302,7 @@ def test_summary_lines_of_hand_made_dmlab30_and_atari57_returns():
     # 100 %, mean (56 * 100 + 300) / 57 = 103.51 % (video_pinball at human: same with random 0).
     returns.update({f"atari/{g}": [atari57.HUMAN_SCORES[g]] for g in atari57.GAMES})
     returns["atari/pong"] = [14.6 + 2 * (14.6 + 20.7)]
-    assert evaluation.summary_lines(evaluation.summarize(returns)) == [
+    assert evaluation.summary_lines(scores.summarize(returns)) == [
         "DMLab-30 mean capped human-normalised score: 100.00%",
         "DMLab-30 mean uncapped human-normalised score: 106.67%",
         "Atari-57 median human-normalised score: 100.00%",

@@ -263,7 +263,7 @@ def test_test_mode_on_an_atari_checkpoint_then_the_atari_report(tmp_path):
         },
     )
     config = envs.complete_config(config)
-    agent = builders.build_agent(config)
+    agent = builders.agent_parts(config).agent
     os.makedirs(logdir)
     configs.write_config(str(logdir / "config.json"), config)
     manager = tf.train.CheckpointManager(

@@ -126,20 +126,16 @@ def test_newest_and_older_frames():
 
 def test_queue_specs_send_a_quarter_of_the_frame_bytes_for_atari_only():
     atari_config = envs.complete_config(presets.from_preset("atari"))
-    agent = builders.build_agent(atari_config)
-    whole = builders.trajectory_specs(atari_config, agent)
-    sent = builders.queue_specs(atari_config, agent)
+    codec = builders.run_parts(atari_config).codec  # What both ends of the queue use.
+    whole, sent = codec.specs, codec.wire_specs
     assert whole.env_outputs.observation.frame.shape == (21, 84, 84, 4)
     assert sent.env_outputs.observation.frame.shape == (24, 84, 84)
-    assert builders.sent_stack_depth(atari_config) == K
-    off = atari_config.replace("runtime", send_frames_once=False)
-    assert builders.sent_stack_depth(off) == 0
-    assert builders.queue_specs(off, agent) == whole
+    assert codec.stack_depth == K
+    off = builders.run_parts(atari_config.replace("runtime", send_frames_once=False)).codec
+    assert off.stack_depth == 0
+    assert off.specs == whole and off.wire_specs == whole
     toy = envs.complete_config(presets.from_preset("toy"))
-    assert builders.sent_stack_depth(toy) == 0
-    codec = builders.trajectory_codec(atari_config, agent)  # What both ends of the queue use.
-    assert (codec.stack_depth, codec.specs, codec.wire_specs) == (K, whole, sent)
-    assert builders.trajectory_codec(off, agent).wire_specs == whole
+    assert builders.run_parts(toy).codec.stack_depth == 0
 
 
 def test_one_codec_encodes_at_the_actor_and_decodes_at_the_learner():
@@ -150,7 +146,7 @@ def test_one_codec_encodes_at_the_actor_and_decodes_at_the_learner():
     stacks, dones = _stacks_from_rule(21, 3, 0.2, seed=5)  # [E, T+1, H, W, K]
     specs = structures.trajectory_specs(structures.observation_specs((7, 5, K)), 2, 20, ())
     codec = frame_stacks.TrajectoryCodec(specs, K)
-    assert codec.sends_frames_once and codec.wire_specs == frame_stacks.encoded_specs(specs, K)
+    assert codec.stack_depth == K and codec.wire_specs == frame_stacks.encoded_specs(specs, K)
     checker = codec.checker()
     recorded = []
     for t in range(21):
@@ -165,7 +161,7 @@ def test_one_codec_encodes_at_the_actor_and_decodes_at_the_learner():
     np.testing.assert_array_equal(decoded.env_outputs.observation.frame.numpy(), stacks)
     # Whole observations: everything passes through unchanged.
     whole = frame_stacks.TrajectoryCodec(specs)
-    assert not whole.sends_frames_once and whole.wire_specs == specs and whole.checker() is None
+    assert whole.stack_depth == 0 and whole.wire_specs == specs and whole.checker() is None
     assert whole.record(step) is step and whole.decode(batch) is batch
 
 

@@ -40,8 +40,8 @@ def learner_context(config, logdir, learner, manager):
 
 def make_learner(config, logdir, seed):
     tf.random.set_seed(seed)
-    agent = builders.build_agent(config)
-    specs = builders.trajectory_specs(config, agent)
+    parts = builders.run_parts(config)
+    agent, specs = parts.agent, parts.specs
     learner = learner_lib.Learner(
         agent,
         config.learner,

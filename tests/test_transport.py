@@ -423,7 +423,9 @@ def test_parameter_publish_fetch_and_version(learner, tf_module):
     assert client.version() == -1
     with pytest.raises(transport.ParametersNotReadyError):
         client.fetch()
-    store = transport.ParameterStore.for_variables(server, variables)
+    store = transport.ParameterStore(
+        server, [ArraySpec(tuple(v.shape), v.dtype.as_numpy_dtype, v.name) for v in variables]
+    )
     variables[0].assign(np.arange(12, dtype=np.float32).reshape(3, 4))
     variables[1].assign([1, -2, 3, -4])
     store.publish(variables, version=7)

@@ -123,7 +123,7 @@ class Actor:
       tasks: E task indices, one per environment (each level's index in its suite, recorded in
         the trajectories for PopArt); None: all 0.
       codec: how the trajectories are sent (`impala_tf.agent.frame_stacks.TrajectoryCodec`, the
-        run's from `impala_tf.run.builders.trajectory_codec`): with frames sent once, each stacked
+        run's from `impala_tf.run.builders.RunParts.codec`): with frames sent once, each stacked
         frame once, `[T+K, H, W]` (the stacking rule checked at every step); None: whole
         observations `[T+1, ...]`.
     """

@@ -19,7 +19,7 @@ every position. With `frames[j]` the encoded sequence (`frames[0..K-1]` the stac
 
 Actors check the rule at every step (`StackChecker`), so an environment that stacked differently
 fails with `FrameStackError` instead of training on wrong observations. `TrajectoryCodec` puts the
-two ends together: built once per run by `impala_tf.run.builders.trajectory_codec`, it gives the
+two ends together: built once per run by `impala_tf.run.builders.run_parts`, it gives the
 queue's specs, the actor's encoding and the learner's decoding.
 """
 
@@ -222,7 +222,7 @@ def encode_numpy(trajectory: structures.Trajectory, stack_depth: int) -> structu
 class TrajectoryCodec:
     """How one run's trajectories cross the queue: whole observations, or each stacked frame once.
 
-    Built once per run from its configuration (`impala_tf.run.builders.trajectory_codec`) and
+    Built once per run from its configuration (`impala_tf.run.builders.run_parts`) and
     handed to both ends, so that they cannot disagree: the actor records each step and assembles
     its trajectories with it (`record`, `checker`, `assemble`), the queue holds `wire_specs`, and
     the learner rebuilds the observations in its graph (`decode`).
@@ -240,10 +240,6 @@ class TrajectoryCodec:
         if specs is not None and self.stack_depth:
             self.wire_specs = encoded_specs(specs, self.stack_depth)
         self._decode: Any = None
-
-    @property
-    def sends_frames_once(self) -> bool:
-        return self.stack_depth > 0
 
     def checker(self) -> StackChecker | None:
         """A new per-actor check of the stacking rule (one per actor: it keeps buffers), or None

@@ -401,8 +401,6 @@ class Agent(snt.Module):
         """
         super().__init__(name=name)
         self.num_actions = num_actions
-        self.torso_name = torso
-        self.use_lstm = use_lstm
         self.use_instruction = use_instruction
         self._torso = _make_torso(torso, torso_dtype)
         self._instruction_encoder = InstructionEncoder() if use_instruction else None

@@ -72,9 +72,8 @@ def stage_costs_main(spec: dict[str, Any]) -> int:
 
     config = runs.completed_config(spec["preset"], spec["overrides"])
     runtime._limit_tf_threads(config.runtime.actor_tf_threads)
-    agent = builders.build_agent(config)
-    levels = builders.actor_levels(config, 0)
-    seeds = [builders.environment_seed(config, 0, j) for j in range(len(levels))]
+    parts = builders.agent_parts(config)
+    agent, levels, seeds = parts.agent, parts.actor_levels(0), parts.actor_seeds(0)
     steps, num_envs = spec["steps"], len(levels)
     frames = steps * num_envs * config.env.num_action_repeats
     rng = np.random.default_rng(0)

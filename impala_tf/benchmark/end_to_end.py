@@ -60,14 +60,13 @@ def bench_end_to_end(
     fake_dmlab = runs.needs_fake_dmlab(run["level"])
     config = runs.completed_config(preset, overrides)
     repeats = config.env.num_action_repeats
-    agent = builders.build_agent(config)
-    specs = builders.trajectory_specs(config, agent)
+    parts = builders.run_parts(config)
+    agent, specs, codec = parts.agent, parts.specs, parts.codec
     lc = config.learner
     learner = learner_lib.Learner(agent, lc, repeats, jit_compile=run.get("jit", False))
     learner.build(common.to_tensors(tree.map_structure(lambda s: s.zeros([1]), specs)))
     cluster = cluster_lib.local_cluster(1)
-    codec = builders.trajectory_codec(config, agent)
-    trajectory_queue, store = runtime.serve_learner(config, cluster, 0, agent, codec)
+    trajectory_queue, store = runtime.serve_learner(parts, cluster, 0)
     store.publish(agent.trainable_variables, 0)
     logdir = tempfile.mkdtemp(prefix="impala_bench_")
     children = [
@@ -163,7 +162,7 @@ def bench_end_to_end(
         name += f"-nice{run['actor_nice']}"
     if run.get("actor_jit"):
         name += "-actorxla"
-    if not builders.sent_stack_depth(config) and config.env.kind == "atari":
+    if not codec.stack_depth and config.env.kind == "atari":
         name += "-stacks"  # Whole observation stacks through the queue (--nosend_frames_once).
     if config.runtime.malloc_keep_mb != configs.RuntimeConfig.malloc_keep_mb:
         name += f"-malloc{config.runtime.malloc_keep_mb}"
@@ -187,7 +186,7 @@ def bench_end_to_end(
         "mean_policy_lag_updates": float(np.mean(lags)) if lags else None,
         "actor_nice_setting": config.runtime.actor_nice,
         "actor_jit_compile": config.runtime.actor_jit_compile,
-        "frames_sent_once": bool(builders.sent_stack_depth(config)),
+        "frames_sent_once": bool(codec.stack_depth),
         "malloc_keep_mb": config.runtime.malloc_keep_mb,
         "same_batch_update_seconds": ceiling_seconds,
         "same_batch_update_seconds_before_after": [before, after],

@@ -145,7 +145,7 @@ class AtariVectorBatch:
     Args:
       level_names: E single levels `atari/<game>` (several games allowed: Atari-57).
       config: `EnvConfig` (action repeats, frame cap, action set).
-      seeds: E seeds (`builders.environment_seed`); ALE's `random_seed` is `seed % 2**31`, as in
+      seeds: E seeds (`builders.AgentParts.actor_seeds`); ALE's `random_seed` is `seed % 2**31`, as in
         `AtariEnvironment`.
       num_threads: threads of each game's ale-py pool (0: ale-py's default).
 

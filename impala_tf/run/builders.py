@@ -2,10 +2,14 @@
 an actor's batched environments.
 
 The learner, the actors, evaluation, `--mode=describe` and the benchmark all build these objects
-here, so they agree on them without importing each other. They take a completed configuration
-(`impala_tf.envs.complete_config`), whose environment facts are filled in. The learner and the
-actors build them all at once (`run_parts`: observation spec, levels, agent, trajectory specs and
-codec, each derived once).
+here, so they agree on them without importing each other. There are two entry points, each
+deriving the environment facts (observation spec, levels) once from a completed configuration
+(`impala_tf.envs.complete_config`):
+
+- `agent_parts`: the agent and the facts it was built from (`AgentParts`), for evaluation and
+  `--mode=describe`;
+- `run_parts`: those plus the trajectory specs and codec (`RunParts`), for the learner and the
+  actors (paper section 3: actors send trajectories of T+1 steps through a queue to the learner).
 """
 
 from __future__ import annotations
@@ -31,141 +35,107 @@ def _completed(config: configs.Config) -> configs.Config:
 
 
 @dataclasses.dataclass(frozen=True)
-class RunParts:
-    """What a run's learner and actors build from its configuration, each fact derived once.
+class AgentParts:
+    """A configuration's agent and the environment facts it was built from, each derived once.
 
-    Built by `run_parts` and handed to the learner and the actor loops (`impala_tf.run.runtime`),
-    so that they agree on the environment facts without deriving them again at every use.
+    Built by `agent_parts` (evaluation, `--mode=describe`); `RunParts` adds what the learner and
+    the actors exchange.
 
     Attributes:
       config: the completed configuration.
       observation_spec: one observation's `structures.Observation` of specs (the level's, or the
         suite's).
       levels: the run's training levels: a suite's (task i is level i), or the one level.
-      agent: the agent, its variables created.
-      specs: one T+1-step trajectory as the learner trains on it.
-      codec: how trajectories cross the queue (`impala_tf.agent.frame_stacks.TrajectoryCodec`).
+      agent: the agent, its variables created (one value per level with PopArt).
     """
 
     config: configs.Config
     observation_spec: structures.Observation
     levels: list[str]
     agent: networks.Agent
+
+    def parameter_specs(self) -> list[structures.ArraySpec]:
+        """One spec per trainable variable, in the order the parameter store publishes them."""
+        return [
+            structures.ArraySpec(tuple(v.shape), v.dtype.as_numpy_dtype, v.name)
+            for v in self.agent.trainable_variables
+        ]
+
+    def actor_tasks(self, actor_index: int) -> list[int]:
+        """The task index of each of actor `actor_index`'s environments: environment slot
+        g = actor_index x E + j plays task g mod (number of levels), 0 for a single level."""
+        envs_per_actor = self.config.runtime.envs_per_actor
+        first = actor_index * envs_per_actor
+        return [(first + j) % len(self.levels) for j in range(envs_per_actor)]
+
+    def actor_levels(self, actor_index: int) -> list[str]:
+        """The level of each of actor `actor_index`'s environments (round robin over a suite, as
+        the release assigned `level_names[i % 30]`)."""
+        return [self.levels[g] for g in self.actor_tasks(actor_index)]
+
+    def actor_seeds(self, actor_index: int) -> list[int]:
+        """The seed of each of actor `actor_index`'s environments, distinct per environment;
+        actor 0's first environment gets seed + 0."""
+        runtime = self.config.runtime
+        first = runtime.seed * 1_000_003 + actor_index * runtime.envs_per_actor
+        return [first + j for j in range(runtime.envs_per_actor)]
+
+
+@dataclasses.dataclass(frozen=True)
+class RunParts(AgentParts):
+    """What a run's learner and actors build from its configuration, each fact derived once.
+
+    Built by `run_parts` and handed to the learner and the actor loops (`impala_tf.run.runtime`),
+    so that they agree on the environment facts without deriving them again at every use.
+
+    Attributes (besides `AgentParts`'):
+      specs: one T+1-step trajectory as the learner trains on it.
+      codec: how trajectories cross the queue (`impala_tf.agent.frame_stacks.TrajectoryCodec`):
+        each stacked frame sent once (`--send_frames_once`, Atari), else whole observations.
+    """
+
     specs: structures.Trajectory
     codec: frame_stacks.TrajectoryCodec
 
-    def actor_levels(self, actor_index: int) -> list[str]:
-        """The level of each of actor `actor_index`'s environments (`actor_levels`)."""
-        return [self.levels[g] for g in _actor_tasks(self.config, actor_index, len(self.levels))]
 
-    def actor_tasks(self, actor_index: int) -> list[int]:
-        """The task index of each of actor `actor_index`'s environments (`actor_tasks`)."""
-        return _actor_tasks(self.config, actor_index, len(self.levels))
-
-
-def run_parts(config: configs.Config) -> RunParts:
-    """The `RunParts` of a completed configuration (the agent built, its variables created)."""
+def agent_parts(config: configs.Config) -> AgentParts:
+    """The `AgentParts` of a completed configuration (the agent built, its variables created)."""
     config = _completed(config)
     observation_spec, _ = envs.environment_spec(config.env.level_name, config.env)
     levels = envs.suite_levels(config.env.level_name, is_test=False)
-    agent = _agent(config, observation_spec, len(levels))
-    specs = _trajectory_specs(config, observation_spec, agent)
-    codec = frame_stacks.TrajectoryCodec(specs, sent_stack_depth(config))
-    return RunParts(config, observation_spec, levels, agent, specs, codec)
-
-
-def _agent(
-    config: configs.Config, observation_spec: structures.Observation, num_levels: int
-) -> networks.Agent:
     agent = networks.make_agent(
         config.agent.agent,
         config.agent.num_actions,
         use_lstm=config.agent.use_lstm,
         use_instruction=config.agent.use_instruction,
         atari=config.env.kind == "atari",
-        num_values=num_levels if config.learner.popart else 1,
+        num_values=len(levels) if config.learner.popart else 1,
         torso_dtype=config.agent.torso_dtype,
     )
     agent.create_variables(observation_spec)
-    return agent
+    return AgentParts(config, observation_spec, levels, agent)
 
 
-def _trajectory_specs(
-    config: configs.Config, observation_spec: structures.Observation, agent: networks.Agent
-) -> structures.Trajectory:
-    return structures.trajectory_specs(
-        observation_spec,
+def run_parts(config: configs.Config) -> RunParts:
+    """The `RunParts` of a completed configuration (the agent built, its variables created)."""
+    parts = agent_parts(config)
+    config = parts.config
+    specs = structures.trajectory_specs(
+        parts.observation_spec,
         config.agent.num_actions,
         config.learner.unroll_length,
-        agent.state_spec(),
-        num_values=agent.num_values,
+        parts.agent.state_spec(),
+        num_values=parts.agent.num_values,
     )
+    codec = frame_stacks.TrajectoryCodec(specs, _sent_stack_depth(config))
+    return RunParts(config, parts.observation_spec, parts.levels, parts.agent, specs, codec)
 
 
-def build_agent(config: configs.Config) -> networks.Agent:
-    """The agent a configuration describes, with its variables created."""
-    config = _completed(config)
-    observation_spec, _ = envs.environment_spec(config.env.level_name, config.env)
-    return _agent(config, observation_spec, num_tasks(config))
-
-
-def trajectory_specs(config: configs.Config, agent: networks.Agent) -> structures.Trajectory:
-    """The spec of one T+1-step trajectory of this run (the queue's element)."""
-    config = _completed(config)
-    observation_spec, _ = envs.environment_spec(config.env.level_name, config.env)
-    return _trajectory_specs(config, observation_spec, agent)
-
-
-def sent_stack_depth(config: configs.Config) -> int:
+def _sent_stack_depth(config: configs.Config) -> int:
     """K when actors send each stacked frame once (`--send_frames_once`, Atari), else 0."""
-    config = _completed(config)
     if config.runtime.send_frames_once and config.env.kind == "atari":
         return atari.FRAME_STACK
     return 0
-
-
-def trajectory_codec(config: configs.Config, agent: networks.Agent) -> frame_stacks.TrajectoryCodec:
-    """How this run's trajectories cross the queue (`impala_tf.agent.frame_stacks.TrajectoryCodec`):
-    built once by the learner and by each actor, which encode and decode with it."""
-    return frame_stacks.TrajectoryCodec(trajectory_specs(config, agent), sent_stack_depth(config))
-
-
-def queue_specs(config: configs.Config, agent: networks.Agent) -> structures.Trajectory:
-    """The spec of the queue's element: `trajectory_codec`'s wire specs (`trajectory_specs`, with
-    the frames encoded when actors send each stacked frame once)."""
-    return trajectory_codec(config, agent).wire_specs
-
-
-def parameter_specs(agent: networks.Agent) -> list[structures.ArraySpec]:
-    """One spec per trainable variable, in the order the parameter store publishes them."""
-    return [
-        structures.ArraySpec(tuple(v.shape), v.dtype.as_numpy_dtype, v.name)
-        for v in agent.trainable_variables
-    ]
-
-
-def actor_levels(config: configs.Config, actor_index: int) -> list[str]:
-    """The level of each of actor `actor_index`'s environments (round robin over a suite, as the
-    release assigned `level_names[i % 30]`)."""
-    levels = envs.suite_levels(config.env.level_name, is_test=False)
-    return [levels[g] for g in _actor_tasks(config, actor_index, len(levels))]
-
-
-def num_tasks(config: configs.Config) -> int:
-    """The tasks of a run: the levels of its suite (30 for DMLab-30, 57 for Atari-57), else 1."""
-    return len(envs.suite_levels(config.env.level_name, is_test=False))
-
-
-def actor_tasks(config: configs.Config, actor_index: int) -> list[int]:
-    """The task index of each of actor `actor_index`'s environments: its level's index in the
-    suite (`actor_levels`), 0 for a single level."""
-    return _actor_tasks(config, actor_index, num_tasks(config))
-
-
-def _actor_tasks(config: configs.Config, actor_index: int, num_levels: int) -> list[int]:
-    """Environment slot g = actor_index x E + j plays task g mod (number of levels)."""
-    envs_per_actor = config.runtime.envs_per_actor
-    return [(actor_index * envs_per_actor + j) % num_levels for j in range(envs_per_actor)]
 
 
 def uses_native_atari(level_names: Sequence[str], config: configs.EnvConfig) -> bool:
@@ -188,7 +158,7 @@ def batched_environment(
     Args:
       level_names: E single levels (not suite names).
       config: `EnvConfig`.
-      seeds: E seeds (`environment_seed`).
+      seeds: E seeds (`AgentParts.actor_seeds`).
     """
     if len(seeds) != len(level_names):
         raise ValueError(f"{len(seeds)} seeds for {len(level_names)} levels")
@@ -199,11 +169,6 @@ def batched_environment(
         for level, seed in zip(level_names, seeds, strict=True)
     ]
     return workers.BatchedEnvironment(factories)
-
-
-def environment_seed(config: configs.Config, actor_index: int, slot: int) -> int:
-    """Distinct seeds per environment; actor 0's first environment gets seed + 0."""
-    return config.runtime.seed * 1_000_003 + actor_index * config.runtime.envs_per_actor + slot
 
 
 # Lower bounds used by `memory_estimate` (measured: an actor process with TensorFlow loaded holds

@@ -78,11 +78,6 @@ def find_checkpoints(path: str) -> list[str]:
     raise FileNotFoundError(f"checkpoint {path!r} not found (no {path + '.index'!r})")
 
 
-def build_agent(config: configs.Config) -> networks.Agent:
-    """The agent `config` describes, with its variables created (the learner's own builder)."""
-    return builders.build_agent(config)
-
-
 def _checkpoint_num_actions(checkpoint_path: str) -> int | None:
     """The number of actions of the policy head stored in a checkpoint, if it can be found."""
     try:
@@ -109,7 +104,7 @@ def restore_agent(config: configs.Config, checkpoint_path: str) -> tuple[network
       ValueError: the checkpoint does not fit the agent (naming both the checkpoint and the agent).
     """
     paths = find_checkpoints(checkpoint_path)
-    agent = build_agent(config)
+    agent = builders.agent_parts(config).agent  # The learner's own builder.
 
     def restore(path: str) -> None:
         status = tf.train.Checkpoint(agent=agent).restore(path).expect_partial()
@@ -146,11 +141,6 @@ def _incompatible(config: configs.Config, path: str, error: BaseException) -> Va
 
 
 # --- Scores. -----------------------------------------------------------------------------------------
-
-
-# One implementation of the scores, in `impala_tf.base.scores`; the names stay here for this module's users.
-human_normalized_score = scores.human_normalized_score
-summarize = scores.summarize
 
 
 def summary_lines(summary: Mapping[str, Any]) -> list[str]:
@@ -370,7 +360,7 @@ def evaluate(
 
     Returns:
       `{"levels": {level: {"returns", "episode_frames", "mean_return", "human_normalized_score",
-      "worker_restarts"}}, "summary": summarize(...), "config": config dict,
+      "worker_restarts"}}, "summary": scores.summarize(...), "config": config dict,
       "num_episodes_per_level": N, "policy": policy, "seed": seed}`.
 
     Raises:
@@ -428,7 +418,7 @@ def evaluate(
             "returns": returns,
             "episode_frames": episode_frames,
             "mean_return": mean,
-            "human_normalized_score": human_normalized_score(level, mean),
+            "human_normalized_score": scores.human_normalized_score(level, mean),
             "worker_restarts": restarts,
         }
         if recording is not None and recording.frames:
@@ -443,7 +433,7 @@ def evaluate(
             f"[test] {level}: mean return {mean:.3f} over {len(returns)} episodes "
             f"({time.monotonic() - start:.1f} s)"
         )
-    results["summary"] = summarize({lv: e["returns"] for lv, e in results["levels"].items()})
+    results["summary"] = scores.summarize({lv: e["returns"] for lv, e in results["levels"].items()})
     results["config"] = config.to_dict()
     results["num_episodes_per_level"] = num_episodes
     results["policy"] = policy

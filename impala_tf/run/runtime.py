@@ -55,7 +55,7 @@ def _to_tensors(batch: Any) -> Any:
 
 def training_tensors(batch: Any, codec: frame_stacks.TrajectoryCodec | None = None) -> Any:
     """A dequeued batch (numpy) as the tensors the update trains on, decoded by the run's
-    `codec` (`builders.trajectory_codec`: with frames sent once, the observation stacks rebuilt);
+    `codec` (`builders.RunParts.codec`: with frames sent once, the observation stacks rebuilt);
     None: the batch holds whole observations."""
     tensors = _to_tensors(batch)
     return codec.decode(tensors) if codec is not None else tensors
@@ -266,17 +266,15 @@ def _restore(
 
 
 def serve_learner(
-    config: configs.Config,
+    parts: builders.RunParts,
     cluster: cluster_lib.ClusterConfig,
     task: int,
-    agent: Any,
-    codec: frame_stacks.TrajectoryCodec,
 ) -> tuple[transport.TrajectoryQueue, transport.ParameterStore]:
     """Starts learner `task`'s server and hosts its trajectory queue and parameter store.
 
     The queue holds `batch_size x QUEUE_CAPACITY_PER_BATCH` trajectories of the run's queue specs
-    (`codec.wire_specs`: frames sent once where the config says so); the store holds the
-    agent's trainable weights, nothing published yet.
+    (`parts.codec.wire_specs`: frames sent once where the config says so); the store holds the
+    agent's trainable weights (`parts.parameter_specs()`), nothing published yet.
 
     Returns:
       `(trajectory_queue, store)`.
@@ -284,11 +282,11 @@ def serve_learner(
     server = transport.start_learner_server(cluster, task)
     trajectory_queue = transport.TrajectoryQueue(
         server,
-        codec.wire_specs,
+        parts.codec.wire_specs,
         task,
-        capacity=max(1, config.learner.batch_size * QUEUE_CAPACITY_PER_BATCH),
+        capacity=max(1, parts.config.learner.batch_size * QUEUE_CAPACITY_PER_BATCH),
     )
-    store = transport.ParameterStore(server, builders.parameter_specs(agent), task)
+    store = transport.ParameterStore(server, parts.parameter_specs(), task)
     return trajectory_queue, store
 
 
@@ -390,7 +388,7 @@ def _learn(
     manager = _restore(tf.train.Checkpoint(agent=agent, learner=learner), run_dir, prefix)
     learner.broadcast_state()  # Several learners: all start from the chief's (restored) state.
 
-    trajectory_queue, store = serve_learner(config, cluster, task, agent, parts.codec)
+    trajectory_queue, store = serve_learner(parts, cluster, task)
     store.publish(agent.trainable_variables, int(learner.num_updates.numpy()))
     print(f"{prefix} serving on {cluster.learner_hosts[task]}", flush=True)
 
@@ -534,11 +532,11 @@ def run_actor(
     tf.random.set_seed(config.runtime.seed * 7919 + actor_index)
     parts = builders.run_parts(config)  # Observation spec, levels, agent, specs, codec.
     levels = parts.actor_levels(actor_index)
-    seeds = [builders.environment_seed(config, actor_index, j) for j in range(len(levels))]
+    seeds = parts.actor_seeds(actor_index)
     agent, codec = parts.agent, parts.codec
     params = transport.ParameterClient(
         target,
-        builders.parameter_specs(agent),
+        parts.parameter_specs(),
         learner_task,
         connect_seconds=connect_seconds,
         reconnect_seconds=connect_seconds,

@@ -661,19 +661,6 @@ class ParameterStore(_ParamsGraph):
             timeout_seconds=None,  # Its own, in-process server.
         )
 
-    @classmethod
-    def for_variables(
-        cls,
-        server_or_target: tf.distribute.Server | str,
-        variables: Sequence[Any],
-        learner_task: int = 0,
-    ) -> ParameterStore:
-        """A store shaped like `variables` (e.g. `module.trainable_variables`)."""
-        specs = [
-            structures.ArraySpec(tuple(v.shape), v.dtype.as_numpy_dtype, v.name) for v in variables
-        ]
-        return cls(server_or_target, specs, learner_task)
-
     def _build(self) -> None:
         super()._build()
         with tf.device(None):
