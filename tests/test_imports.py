@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import importlib.util
 import os
 
 import pytest
@@ -286,10 +287,19 @@ def test_dmlab30_is_a_leaf():
 
 # Commands whose code moved into a floor: each keeps its name through a few lines (a docstring
 # naming where the code lives, a `__main__` block). Like `__main__.py`, they stand above the floors.
+# The command `python -m NAME` -> (the module it really runs, the file its code lives in); a command
+# that is a package runs its `__main__` module, and the package itself is an entry point too.
 ENTRY_POINT_SHIMS = {
-    "impala_tf.sweep": "impala_tf/studies/sweep.py",
-    "impala_tf.cluster": "impala_tf/run/cluster.py",
+    "impala_tf.sweep": ("impala_tf.sweep", "impala_tf/studies/sweep.py"),
+    "impala_tf.cluster": ("impala_tf.cluster.__main__", "impala_tf/studies/recipes.py"),
 }
+
+
+def _is_entry_point(module: str) -> bool:
+    """`__main__` modules, the shims and the command packages of `ENTRY_POINT_SHIMS`."""
+    return module.split(".")[-1] == "__main__" or any(
+        module == command or module.startswith(command + ".") for command in ENTRY_POINT_SHIMS
+    )
 
 
 def room(module: str) -> str | None:
@@ -299,7 +309,7 @@ def room(module: str) -> str | None:
     (`__main__` modules and `ENTRY_POINT_SHIMS`, which may import anything) and for the `impala_tf`
     package itself."""
     parts = module.split(".")
-    if parts[-1] == "__main__" or module == "impala_tf" or module in ENTRY_POINT_SHIMS:
+    if module == "impala_tf" or _is_entry_point(module):
         return None
     if parts[0] == "dmlab30":
         return "dmlab30"
@@ -380,9 +390,13 @@ def test_every_import_stays_on_its_floor_or_goes_down():
 
 
 def test_entry_point_shims_are_thin():
-    """A shim keeps a moved command's name: a docstring naming where the code lives, the standard
-    library, and the one module it runs."""
-    for module, code in ENTRY_POINT_SHIMS.items():
+    """A shim keeps a moved command's name: the module `python -m <command>` really runs (a
+    package's `__main__`) has a docstring naming where the code lives, imports the standard
+    library and the one module it runs, and runs it when executed."""
+    for command, (module, code) in ENTRY_POINT_SHIMS.items():
+        spec = importlib.util.find_spec(command)
+        runs_as_program = f"{command}.__main__" if spec.submodule_search_locations else command
+        assert module == runs_as_program, (command, module, runs_as_program)
         path = MODULES[module]
         with open(path, encoding="utf-8") as f:
             source = f.read()
@@ -391,6 +405,8 @@ def test_entry_point_shims_are_thin():
         assert len(source.splitlines()) <= 15, module
         runs = code[: -len(".py")].replace("/", ".")
         assert _imports_of(module, path) <= {runs, *_ancestors(runs)}, module
+        assert runs in _imports_of(module, path), (module, runs)
+        assert '__name__ == "__main__"' in source, module
 
 
 # Where processes are stopped (SIGKILL, `os.killpg`, `.kill()`) and where children are started with

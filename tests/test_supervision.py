@@ -1,5 +1,6 @@
 """Tests of `impala_tf.run.supervision`: group stops and descendants, dying with the parent, restarts
-into one log, and stack dumps (the stop itself: tests/test_processes.py).
+into one log, stack dumps, the signal-guarded watch loop and the exit statuses (the stop itself:
+tests/test_processes.py).
 
 The children are small Python programs (no TensorFlow). Each test has a hard timeout and checks that
 the processes it started are gone. Runtime: a few seconds.
@@ -123,3 +124,54 @@ def test_an_echoed_child_is_shown_on_the_console_to_its_last_line(tmp_path, capf
     assert child.process.wait(timeout=30) == 0
     child.finish_echo()
     assert capfd.readouterr().out.splitlines() == ["line 0", "line 1", "line 2"]
+
+
+@pytest.mark.timeout(30)
+def test_watch_returns_the_checks_status_and_always_stops_and_restores_the_handlers():
+    calls, stops = [], []
+    before = {s: signal.getsignal(s) for s in supervision.WATCHED_SIGNALS}
+
+    def check():
+        calls.append(1)
+        return None if len(calls) < 3 else 7
+
+    status = supervision.watch(check, stops.append, 0.01, start=lambda: calls.clear())
+    assert status == 7 and len(calls) == 3 and stops == [False]
+    assert {s: signal.getsignal(s) for s in supervision.WATCHED_SIGNALS} == before
+    # An error in a check still stops the children, and goes on.
+    with pytest.raises(RuntimeError, match="broken"):
+        supervision.watch(lambda: (_ for _ in ()).throw(RuntimeError("broken")), stops.append, 0.01)
+    assert stops == [False, False]
+    assert {s: signal.getsignal(s) for s in supervision.WATCHED_SIGNALS} == before
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_watch_ends_on_ctrl_c_or_sigterm_with_status_130(signum):
+    stops = []
+    checks = []
+
+    def check():
+        checks.append(1)
+        if len(checks) == 2:
+            os.kill(os.getpid(), signum)  # Marks the loop; raises nothing here.
+        return None
+
+    status = supervision.watch(check, stops.append, 0.01)
+    assert status == supervision.EXIT_INTERRUPTED == 130
+    assert stops == [True] and len(checks) == 2
+
+
+def test_exit_statuses_have_one_meaning_each():
+    statuses = {
+        name: getattr(supervision, name) for name in dir(supervision) if name.startswith("EXIT_")
+    }
+    assert len(set(statuses.values())) == len(statuses), statuses
+    doc = supervision.__doc__
+    for name, value in statuses.items():
+        assert f"{value} " in doc and f"`{name}`" in doc, name
+    from impala_tf.run import launcher
+    from impala_tf.studies.pbt import supervisor
+
+    assert launcher.EXIT_LEARNER_FAILED == supervisor.EXIT_MEMBER_FAILED == supervision.EXIT_FAILED
+    assert launcher.EXIT_INTERRUPTED == supervisor.EXIT_INTERRUPTED == 130

@@ -25,15 +25,13 @@ import os
 import re
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Sequence
 from typing import Any
 
-from impala_tf.run import supervision
+from impala_tf.run import rundir, supervision
 
 PROGRESS = re.compile(r"\[learner 0\] frames ([\d,]+)/")
 
@@ -57,42 +55,61 @@ def steady_rate(points: Sequence[tuple[float, int]], warmup: float) -> tuple[flo
 
 
 def run_once(checkout: str, flags: Sequence[str], seconds: float, warmup: float) -> dict[str, Any]:
-    """One training run of `checkout` for `seconds`; its steady frames/s, window and logdir."""
+    """One training run of `checkout` for `seconds`; its steady frames/s, window and logdir.
+
+    The run is a `supervision.Child` in a session of its own, watched by `supervision.watch`; its
+    console goes to `<logdir>/console.log`, which is read as it grows.
+
+    Raises:
+      KeyboardInterrupt: Ctrl-C or SIGTERM stopped the run.
+    """
     logdir = tempfile.mkdtemp(prefix="impala_checkouts_")
     env = dict(os.environ, PYTHONPATH=os.path.abspath(checkout))
     command = [sys.executable, "-u", "-m", "impala_tf.experiment", *flags, f"--logdir={logdir}"]
-    proc = subprocess.Popen(
-        command,
-        cwd=checkout,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
+    console = rundir.RunDir(logdir).console
+    child = supervision.Child(
+        "training run", command, console, env=env, new_session=True, cwd=checkout
     )
     start = time.monotonic()
     points: list[tuple[float, int]] = []
+    tail = _Tail(console)
 
-    def read() -> None:
-        for line in proc.stdout:
+    def check() -> int | None:
+        for line in tail.lines():
             frames = frames_of(line)
             if frames is not None:
                 points.append((time.monotonic() - start, frames))
+        if time.monotonic() - start >= seconds or child.poll() is not None:
+            return supervision.EXIT_OK
+        return None
 
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    try:
-        while time.monotonic() - start < seconds and proc.poll() is None:
-            time.sleep(0.5)
-    finally:
-        _stop(proc)
+    def stop(_interrupted: bool) -> None:
+        # SIGINT to the run's process group (the learner checkpoints and exits), SIGKILL after 60 s.
+        supervision.stop_children([child], 60.0, signum=signal.SIGINT, group=True)
+
+    if supervision.watch(check, stop, 0.5, start=child.start) == supervision.EXIT_INTERRUPTED:
+        raise KeyboardInterrupt
     rate, window = steady_rate(points, warmup)
     return {"fps": rate, "window_seconds": window, "frames": points[-1][1], "logdir": logdir}
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    """SIGINT to the run's process group (the learner checkpoints and exits), SIGKILL after 60 s."""
-    supervision.stop([proc], 60.0, signum=signal.SIGINT, group=True)
+class _Tail:
+    """The complete lines appended to a file since the last call."""
+
+    def __init__(self, path: str):
+        self._path = path
+        self._offset = 0
+        self._partial = b""
+
+    def lines(self) -> list[str]:
+        if not os.path.exists(self._path):
+            return []
+        with open(self._path, "rb") as f:
+            f.seek(self._offset)
+            data = self._partial + f.read()
+            self._offset = f.tell()
+        *complete, self._partial = data.split(b"\n")
+        return [line.decode(errors="replace") for line in complete]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -22,7 +22,6 @@ import argparse
 import collections
 import math
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -112,21 +111,36 @@ def format_summary(summary: Mapping[str, Any]) -> str:
 
 
 def train(flags: Sequence[str], logdir: str, frames: int, python: str = sys.executable) -> float:
-    """Runs one training run until it ends or passes `frames`; returns its wall-clock seconds."""
+    """Runs one training run until it ends or passes `frames`; returns its wall-clock seconds.
+
+    The run is a `supervision.Child` watched by `supervision.watch` (its console shown here and
+    kept in `<logdir>/console.log`); at the budget it gets SIGTERM and checkpoints.
+
+    Raises:
+      KeyboardInterrupt: Ctrl-C or SIGTERM stopped the run.
+    """
     command = [python, "-m", "impala_tf.experiment", *flags, f"--logdir={logdir}"]
     print("[learning] " + " ".join(command), flush=True)
     started = time.monotonic()
-    process = subprocess.Popen(command)
-    try:
-        while process.poll() is None:
-            beat = rundir.read_heartbeat(rundir.RunDir(logdir))
-            if beat is not None and beat.environment_frames >= frames:
-                print(f"[learning] budget of {frames:,} frames reached; stopping", flush=True)
-                supervision.stop([process], 300.0)  # SIGTERM: the learner checkpoints.
-                break
-            time.sleep(5.0)
-    finally:
-        supervision.stop([process], 0.0)  # Interrupted: no grace.
+    child = supervision.Child("training run", command, rundir.RunDir(logdir).console, echo=True)
+
+    def check() -> int | None:
+        status = child.poll()
+        if status is not None:
+            return status
+        beat = rundir.read_heartbeat(rundir.RunDir(logdir))
+        if beat is not None and beat.environment_frames >= frames:
+            print(f"[learning] budget of {frames:,} frames reached; stopping", flush=True)
+            supervision.stop_children([child], 300.0)  # SIGTERM: the learner checkpoints.
+            return supervision.EXIT_OK
+        return None
+
+    def stop(interrupted: bool) -> None:
+        supervision.stop_children([child], 60.0 if interrupted else 0.0)
+        child.finish_echo()
+
+    if supervision.watch(check, stop, 5.0, start=child.start) == supervision.EXIT_INTERRUPTED:
+        raise KeyboardInterrupt
     return time.monotonic() - started
 
 

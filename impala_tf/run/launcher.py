@@ -23,7 +23,6 @@ a run. Starting, stopping and stack dumps are `impala_tf.run.supervision`'s.
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import sys
 import time
@@ -35,16 +34,14 @@ from impala_tf.base import hints
 from impala_tf.run import isolation, rundir, supervision
 from impala_tf.run.supervision import describe_status
 from impala_tf.run.supervision import install_stack_dump as install_stack_dump
+from impala_tf.run.supervision import last_error_line as last_error_line
 
-EXIT_LEARNER_FAILED = 1
-EXIT_STALLED = 4
-EXIT_ACTOR_FAILING = 5
-EXIT_INTERRUPTED = 130
-
-_ERROR_LINE_MARKERS = ("Error", "Exception", "error:", "Traceback")
-_TAIL_BYTES = 64_000
-# Long enough for an environment worker's death with its quoted stderr (envs/workers.py).
-_ERROR_LINE_CHARS = 500
+# The exit statuses of a local run (their one meaning each: `impala_tf.run.supervision`).
+EXIT_LEARNER_FAILED = supervision.EXIT_FAILED
+EXIT_STALLED = supervision.EXIT_STALLED
+EXIT_ACTOR_FAILING = supervision.EXIT_ACTOR_FAILING
+EXIT_INTERRUPTED = supervision.EXIT_INTERRUPTED
+POLL_SECONDS = 0.5
 
 
 def free_ports(count: int) -> list[int]:
@@ -61,24 +58,6 @@ def free_ports(count: int) -> list[int]:
         for s in sockets:
             s.close()
     return ports
-
-
-def last_error_line(log_path: str | None) -> str:
-    """The last line of a log that looks like an error (an exception's own text), or ''."""
-    if not log_path or not os.path.exists(log_path):
-        return ""
-    with open(log_path, "rb") as f:
-        f.seek(max(0, os.path.getsize(log_path) - _TAIL_BYTES))
-        lines = f.read().decode(errors="replace").splitlines()
-    for line in reversed(lines):
-        text = line.strip()
-        if (
-            text
-            and not text.startswith(("File ", "^", "~"))
-            and any(marker in text for marker in _ERROR_LINE_MARKERS)
-        ):
-            return text[:_ERROR_LINE_CHARS]
-    return ""
 
 
 class _Child(supervision.Child):
@@ -199,44 +178,33 @@ def launch_local(
         flush=True,
     )
 
-    interrupted: list[int] = []
-
-    def on_signal(signum, _frame):
-        interrupted.append(signum)
-
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     watchdog = _Watchdog(run_dir, watchdog_seconds)
-    status = 0
-    try:
+
+    def start() -> None:
         for child in learners + actors:
             child.start()
-        while not interrupted:
-            status = _check_learners(learners)
-            if status is not None:
-                break
-            if watchdog.progressed():
-                for actor in actors:
-                    actor.failures_without_progress = 0
-            status = _check_actors(actors, max_actor_failures)
-            if status is not None:
-                break
-            if watchdog.stalled():
-                status = _on_stall(watchdog, learners, actors)
-                if status is not None:
-                    break
-            time.sleep(0.5)
-    finally:
+
+    def check() -> int | None:
+        status = _check_learners(learners)
+        if status is not None:
+            return status
+        if watchdog.progressed():
+            for actor in actors:
+                actor.failures_without_progress = 0
+        status = _check_actors(actors, max_actor_failures)
+        if status is None and watchdog.stalled():
+            status = _on_stall(watchdog, learners, actors)
+        return status
+
+    def stop(interrupted: bool) -> None:
         if interrupted:
             print("[launcher] interrupted: stopping (the learner saves a checkpoint)", flush=True)
         _stop(actors)
         _stop(learners, timeout=60.0)
         for learner in learners:
             learner.finish_echo()
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-    if interrupted:
-        return EXIT_INTERRUPTED
-    return status or 0
+
+    return supervision.watch(check, stop, POLL_SECONDS, start=start)
 
 
 def _check_learners(learners: Sequence[_Child]) -> int | None:

@@ -13,6 +13,25 @@ they are operating-system processes with their own logs.
   period, then SIGKILL; a child gets SIGTERM when the process that started it dies (Linux), so no
   process outlives a run.
 - `install_stack_dump` makes a process write its Python stacks on SIGUSR1.
+- `watch`: the one signal-guarded watch loop of the launcher, PBT, the sweep and the benchmark's
+  training runs: Ctrl-C and SIGTERM end the loop (they never raise inside it), the children are
+  stopped in every case, and the signal handlers are restored.
+- `last_error_line`: a child's root cause, the last error-looking line of its log.
+- `check_run_flags`: a run's flags checked as the run itself checks them (`--mode=check`), for
+  the commands that start runs elsewhere or later (the cluster recipes, the sweep).
+
+Exit statuses: one meaning each, for every command of this code base (`python -m
+impala_tf.experiment` in every mode, its launcher, `--mode=pbt`, `python -m impala_tf.sweep`,
+`python -m impala_tf.cluster`; README's "When things go wrong" lists them too):
+
+    0    finished (`EXIT_OK`)
+    1    a process failed: a learner died, a PBT member was given up (or every member failed the
+         same way), a sweep run failed or timed out (`EXIT_FAILED`)
+    2    bad input, refused before anything started: one `error:` line (`EXIT_BAD_INPUT`)
+    3    an actor could not reach its learner within --connect_seconds (`EXIT_UNREACHABLE`)
+    4    the learner stopped making updates: the watchdog or a stuck learner (`EXIT_STALLED`)
+    5    an actor kept failing with no learner update in between (`EXIT_ACTOR_FAILING`)
+    130  interrupted by Ctrl-C or SIGTERM; the learners checkpointed (`EXIT_INTERRUPTED`)
 
 No TensorFlow here.
 """
@@ -26,7 +45,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import psutil
 
@@ -38,6 +57,115 @@ from impala_tf.base.processes import process_tree as process_tree
 from impala_tf.base.processes import stop as stop
 
 STACK_DUMP_SIGNAL = signal.SIGUSR1
+WATCHED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_BAD_INPUT = 2
+EXIT_UNREACHABLE = 3
+EXIT_STALLED = 4
+EXIT_ACTOR_FAILING = 5
+EXIT_INTERRUPTED = 130
+
+_ERROR_LINE_MARKERS = ("Error", "Exception", "error:", "Traceback")
+_TAIL_BYTES = 64_000
+# Long enough for an environment worker's death with its quoted stderr (envs/workers.py).
+_ERROR_LINE_CHARS = 500
+
+
+def watch(
+    check: Callable[[], int | None],
+    stop: Callable[[bool], None],
+    poll_seconds: float,
+    start: Callable[[], None] | None = None,
+) -> int:
+    """Runs `start`, then `check` every `poll_seconds` until it returns an exit status or the
+    process gets SIGINT (Ctrl-C) or SIGTERM; then `stop`, always.
+
+    Inside the loop the two signals only mark the loop as interrupted (no KeyboardInterrupt in the
+    middle of a restart); the previous handlers are restored afterwards.
+
+    Args:
+      check: None while the children run; else the exit status the loop ends with.
+      stop: stops the children; called once, also when `start` or `check` raised (the exception
+        then goes on), with True when a signal ended the loop.
+      poll_seconds: the time between two checks.
+      start: starts the children, under the same signal guard.
+
+    Returns:
+      `check`'s status, or `EXIT_INTERRUPTED` when a signal ended the loop.
+    """
+    interrupted: list[int] = []
+
+    def on_signal(signum: int, _frame: object) -> None:
+        interrupted.append(signum)
+
+    previous = {s: signal.signal(s, on_signal) for s in WATCHED_SIGNALS}
+    status: int | None = None
+    try:
+        if start is not None:
+            start()
+        while not interrupted:
+            status = check()
+            if status is not None:
+                break
+            time.sleep(poll_seconds)
+    finally:
+        try:
+            stop(bool(interrupted))
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+    return EXIT_INTERRUPTED if interrupted else int(status or 0)
+
+
+_PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CHECK_SECONDS = 120.0
+
+
+def check_run_flags(flags: Sequence[str], python: str = sys.executable) -> None:
+    """Checks a run's flags exactly as the run checks its own (unknown or misspelt flags, values
+    out of range, unknown presets and levels), with the same one-line errors:
+    `python -m impala_tf.experiment <flags> --mode=check` in this interpreter (no TensorFlow).
+
+    Raises:
+      ValueError: the run's error line (without its `error: `).
+    """
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
+    result = subprocess.run(
+        [python, "-m", "impala_tf.experiment", *flags, "--mode=check"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=CHECK_SECONDS,
+    )
+    if result.returncode == EXIT_OK:
+        return
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    if errors:
+        raise ValueError(errors[-1][len("error: ") :])
+    last = (result.stderr.strip().splitlines() or ["(no output)"])[-1]
+    raise ValueError(f"the flags were refused (exit status {result.returncode}): {last}")
+
+
+def last_error_line(log_path: str | None) -> str:
+    """The last line of a log that looks like an error (an exception's own text), or ''."""
+    if not log_path or not os.path.exists(log_path):
+        return ""
+    with open(log_path, "rb") as f:
+        f.seek(max(0, os.path.getsize(log_path) - _TAIL_BYTES))
+        lines = f.read().decode(errors="replace").splitlines()
+    for line in reversed(lines):
+        text = line.strip()
+        if (
+            text
+            and not text.startswith(("File ", "^", "~"))
+            and any(marker in text for marker in _ERROR_LINE_MARKERS)
+        ):
+            return text[:_ERROR_LINE_CHARS]
+    return ""
 
 
 def install_stack_dump() -> None:
@@ -98,6 +226,7 @@ class Child:
         echo: bool = False,
         env: Mapping[str, str] | None = None,
         new_session: bool = False,
+        cwd: str | None = None,
     ):
         """Describes the child; nothing starts yet.
 
@@ -109,6 +238,7 @@ class Child:
           env: its environment (default: this process's).
           new_session: start it in a session (and process group) of its own, to be stopped with
             `stop(..., group=True)`; without it, it gets SIGTERM when this process dies.
+          cwd: its working directory (default: this process's).
         """
         self.name = name
         self.argv = list(argv)
@@ -116,6 +246,7 @@ class Child:
         self.echo = echo
         self.env = None if env is None else dict(env)
         self.new_session = new_session
+        self.cwd = cwd
         self.starts = 0
         self.restarts = 0
         self.process: subprocess.Popen | None = None
@@ -134,6 +265,7 @@ class Child:
                 stderr=log,
                 stdin=subprocess.DEVNULL,
                 env=self.env,
+                cwd=self.cwd,
                 start_new_session=self.new_session,
                 preexec_fn=None if self.new_session else die_with_parent,
             )
@@ -168,6 +300,12 @@ class Child:
                 pass
 
 
-def stop_children(children: Sequence[Child], timeout: float = 15.0, group: bool = False) -> None:
-    """`stop` for `Child` objects: SIGTERM the running ones, `timeout` seconds, then SIGKILL."""
-    stop([c.process for c in children], timeout, group=group)
+def stop_children(
+    children: Sequence[Child],
+    timeout: float = 15.0,
+    group: bool = False,
+    signum: int = signal.SIGTERM,
+) -> None:
+    """`stop` for `Child` objects: `signum` (SIGTERM) to the running ones, `timeout` seconds, then
+    SIGKILL."""
+    stop([c.process for c in children], timeout, signum=signum, group=group)
