@@ -1,11 +1,13 @@
 """Tests of `impala_tf.run.cluster` (addresses and roles) and `impala_tf.studies.recipes` (cluster recipes).
 
 - Cluster parsing: flags, ClusterSpec / TF_CONFIG JSON, validation, loopback clusters.
-- `python -m impala_tf.cluster render`: one-line errors with status 2, no TensorFlow import.
+- `python -m impala_tf.cluster render`: one-line errors with status 2 (the training flags checked
+  as a local run checks them, nothing written), no TensorFlow import.
 - Kubernetes: every pod's TF_CONFIG is recovered by running the container's own script with that
   pod's `JOB_COMPLETION_INDEX` and a fake `python` that records what `impala_tf.experiment` would
   get; it must name the cluster Kubernetes' DNS gives the pods, and cover every role once.
-- Slurm: `bash -n`, then the script runs with a fake `scontrol` and `srun` and must issue exactly
+- Slurm: the template and a rendered script pass shellcheck (skipped without it), `bash -n`, then
+  the script runs with a fake `scontrol` and `srun` and must issue exactly
   the expected per-task command lines.
 - End to end: the rendered Kubernetes roles for 1 learner and 2 actors, hosts mapped to loopback
   ports, train toy/catch together as real processes.
@@ -18,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -28,6 +31,7 @@ from env_fixtures import (
     kill_tree,
     read_text,
     repo_env,
+    run_module,
     start_in_session,
 )
 
@@ -169,6 +173,35 @@ def test_render_bad_input_is_one_line_and_status_2(argv, message, capsys):
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1, err
     assert message in err
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    "flag, message",
+    [
+        (
+            "--levle_name=atari/pong",
+            "Unknown command line flag 'levle_name'. Did you mean: level_name",
+        ),
+        ("--batch_size=-1", "batch_size=-1 is out of range"),
+        ("--preset=nosuch", "unknown preset 'nosuch'"),
+    ],
+)
+@pytest.mark.parametrize("target", ["slurm", "k8s"])
+def test_render_checks_the_training_flags_as_a_local_run_does(
+    tmp_path, capsys, target, flag, message
+):
+    """A misspelt or invalid training flag is the local run's own error line, status 2, and no
+    recipe is written (not 150 failing jobs on the cluster)."""
+    output = tmp_path / "recipe"
+    argv = ["render", f"--target={target}", "--num_learners=1", "--num_actors=2"]
+    assert recipes.main([*argv, f"--output={output}", "--", "--logdir=/shared/run", flag]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and message in err, err
+    assert not output.exists()
+    local = run_module("impala_tf.experiment", flag, f"--logdir={tmp_path / 'local'}", timeout=100)
+    assert local.returncode == 2
+    assert err.strip() in local.stderr.splitlines(), (err, local.stderr)
 
 
 @pytest.mark.timeout(60)
@@ -432,6 +465,26 @@ def _fake_bin(tmp_path, srun: str):
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
     return bin_dir
+
+
+@pytest.mark.timeout(60)
+def test_the_slurm_template_and_a_rendered_script_pass_shellcheck(tmp_path):
+    """The recipe's bash is a template file that shellcheck reads as it is, and so is what it
+    renders; skipped, with the reason, where shellcheck is not installed."""
+    if shutil.which("shellcheck") is None:
+        pytest.skip("shellcheck is not installed (apt-get install shellcheck)")
+    argv = ["render", "--target=slurm", "--num_learners=2", "--num_actors=3", "--", *TRAINING_FLAGS]
+    script = tmp_path / "run.sbatch"
+    script.write_text(_render_to_text(argv, tmp_path, "rendered.sbatch"))
+    for path in (recipes.SLURM_TEMPLATE, str(script)):
+        result = subprocess.run(
+            ["shellcheck", "--shell=bash", path], capture_output=True, text=True, timeout=50
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+    with open(recipes.SLURM_TEMPLATE) as f:
+        template = f.read()
+    assert template.startswith("#!/bin/bash\n") and "@@TRAINING_FLAGS@@" in template
+    assert "@@" not in script.read_text()
 
 
 @pytest.mark.timeout(60)

@@ -50,14 +50,16 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import re
 import shlex
 import sys
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from impala_tf.run import cluster as cluster_lib
+from impala_tf.run import supervision
 from impala_tf.studies.recipe_spec import Resources, RunSpec, processes
 
 TARGETS = ("k8s", "slurm")
@@ -348,12 +350,25 @@ def slurm_num_nodes(spec: RunSpec) -> int:
     return spec.num_learners + math.ceil(spec.num_actors / spec.actors_per_node)
 
 
+def slurm_node_index(spec: RunSpec, job: str, task: int) -> int:
+    """The node (index in the script's `NODES`) of a process: learner k on node k, then the
+    actors `actors_per_node` to a node."""
+    if job == cluster_lib.LEARNER_JOB:
+        return task
+    return spec.num_learners + task // spec.actors_per_node
+
+
 def slurm_cluster(spec: RunSpec) -> cluster_lib.ClusterConfig:
     """The run's cluster with `${NODES[j]}` machine names (expanded by the script)."""
-    learners = spec.num_learners
     return cluster_lib.cluster_on_machines(
-        [slurm_node(k) for k in range(learners)],
-        [slurm_node(learners + i // spec.actors_per_node) for i in range(spec.num_actors)],
+        [
+            slurm_node(slurm_node_index(spec, cluster_lib.LEARNER_JOB, k))
+            for k in range(spec.num_learners)
+        ],
+        [
+            slurm_node(slurm_node_index(spec, cluster_lib.ACTOR_JOB, i))
+            for i in range(spec.num_actors)
+        ],
         spec.ports,
     )
 
@@ -368,21 +383,44 @@ def _cluster_flags(cluster: cluster_lib.ClusterConfig) -> list[str]:
     return flags
 
 
-def _bash_array(name: str, words: Sequence[str], expand: bool = False) -> list[str]:
-    """`name=(...)`, one word a line; `expand` double-quotes (for `${NODES[j]}`), else shlex."""
+SLURM_TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates", "slurm.sh")
+_PLACEHOLDER = re.compile(r"@@([A-Z_]+)@@")
+
+
+def _bash_array(words: Sequence[str], expand: bool = False) -> str:
+    """The inside of `NAME=(...)`, one word a line; `expand` double-quotes (for `${NODES[j]}`),
+    else shlex."""
     quote = (lambda w: f'"{w}"') if expand else shlex.quote
-    return [f"{name}=(", *(f"  {quote(word)}" for word in words), ")"]
+    return "".join(f"\n  {quote(word)}" for word in words) + "\n"
+
+
+def fill_template(
+    template: str, lines: Mapping[str, Sequence[str]], words: Mapping[str, str]
+) -> str:
+    """`template` with each line `# @@NAME@@` replaced by `lines[NAME]` and each other `@@NAME@@`
+    by `words[NAME]`.
+
+    Raises:
+      KeyError: a placeholder without a value.
+    """
+    out = []
+    for line in template.splitlines():
+        whole = _PLACEHOLDER.fullmatch(line.removeprefix("# "))
+        if whole and line.startswith("# "):
+            out += lines[whole.group(1)]
+        else:
+            out.append(_PLACEHOLDER.sub(lambda m: words[m.group(1)], line))
+    return "\n".join(out) + "\n"
 
 
 def render_slurm(spec: RunSpec) -> str:
-    """The run's `sbatch` script."""
+    """The run's `sbatch` script: `SLURM_TEMPLATE` filled in."""
     cluster = slurm_cluster(spec)
     nodes = slurm_num_nodes(spec)
     ports = spec.ports
     learner_srun = [f"--cpus-per-task={spec.learner.cpus}", f"--mem={spec.learner.memory_gb}G"]
     actor_srun = [f"--cpus-per-task={spec.actor.cpus}", f"--mem={spec.actor.memory_gb}G"]
     header = [
-        "#!/bin/bash",
         f"#SBATCH --job-name={spec.name}",
         f"#SBATCH --nodes={nodes}",
         f"#SBATCH --ntasks={spec.num_learners + spec.num_actors}",
@@ -430,70 +468,30 @@ def render_slurm(spec: RunSpec) -> str:
             "actor nodes get GPUs too (their steps use none, --gres=none); to give GPUs to the "
             "learners' nodes only, split the job into a heterogeneous job (#SBATCH hetjob)."
         )
-    text = [*header]
+    comments: list[str] = []
     for paragraph in about:
-        text += ["#", *_comment(paragraph)]
-    text += [
-        "",
-        "set -euo pipefail",
-        ': "${SLURM_JOB_NODELIST:?run this script with sbatch}"',
-        'mapfile -t NODES < <(scontrol show hostnames "$SLURM_JOB_NODELIST")',
-        f"if ((${{#NODES[@]}} < {nodes})); then",
-        f'  echo "error: the run needs {nodes} nodes, the allocation has ${{#NODES[@]}}" >&2',
-        "  exit 2",
-        "fi",
-        "",
-        f"PYTHON={shlex.quote(spec.python)}",
-        f"GRACE_SECONDS={spec.grace_seconds}",
-        *_bash_array("TRAINING_FLAGS", spec.process_flags()),
-        *_bash_array("CLUSTER_FLAGS", _cluster_flags(cluster), expand=True),
-        *_bash_array("ACTOR_FLAGS", spec.actor_flags()),
-        *_bash_array("LEARNER_SRUN", learner_srun),
-        *_bash_array("ACTOR_SRUN", actor_srun),
-        "learner_pids=()",
-        "actor_pids=()",
-        "",
-        "# launch ROLE NODE TASK SRUN_OPTIONS... -- EXTRA_FLAGS...: one srun step, one process.",
-        "launch() {",
-        "  local role=$1 node=$2 task=$3 options=()",
-        "  shift 3",
-        '  while (($#)) && [[ $1 != -- ]]; do options+=("$1"); shift; done',
-        "  shift",
-        '  srun --nodes=1 --ntasks=1 --exact --nodelist="$node" --job-name="$role-$task" \\',
-        '    "${options[@]}" "$PYTHON" -m impala_tf.experiment "${TRAINING_FLAGS[@]}" \\',
-        '    "${CLUSTER_FLAGS[@]}" --job_name="$role" --task="$task" "$@" &',
-        "}",
-        "",
+        comments += ["#", *_comment(paragraph)]
+    rows = [
+        f"{job} {slurm_node_index(spec, job, task)} {task}"
+        for job, task in processes(cluster, spec.num_actors)
     ]
-    for job, task in processes(cluster, spec.num_actors):
-        if job == cluster_lib.LEARNER_JOB:
-            node = cluster_lib.machine_of(cluster.learner_hosts[task])
-            text.append(f'launch learner "{node}" {task} "${{LEARNER_SRUN[@]}}" --')
-            text.append('learner_pids+=("$!")')
-        else:
-            node = cluster_lib.machine_of(cluster.actor_hosts[task])
-            feeds = cluster.learner_for_actor(task)
-            text.append(
-                f'launch actor "{node}" {task} "${{ACTOR_SRUN[@]}}" -- "${{ACTOR_FLAGS[@]}}"'
-                f"  # feeds learner {feeds}"
-            )
-            text.append('actor_pids+=("$!")')
-    text += [
-        "",
-        "status=0",
-        'for pid in "${learner_pids[@]}"; do',
-        '  wait "$pid" || status=$?',
-        "done",
-        'echo "learners finished (status $status); actors get ${GRACE_SECONDS}s to exit" >&2',
-        "deadline=$((SECONDS + GRACE_SECONDS))",
-        'for pid in "${actor_pids[@]}"; do',
-        '  while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do sleep 1; done',
-        '  kill "$pid" 2>/dev/null || true',
-        '  wait "$pid" 2>/dev/null || true',
-        "done",
-        'exit "$status"',
-    ]
-    return "\n".join(text) + "\n"
+    with open(SLURM_TEMPLATE, encoding="utf-8") as f:
+        template = f.read()
+    return fill_template(
+        template,
+        {"SBATCH": header, "ABOUT": comments},
+        {
+            "NODES_NEEDED": str(nodes),
+            "PYTHON": shlex.quote(spec.python),
+            "GRACE_SECONDS": str(spec.grace_seconds),
+            "TRAINING_FLAGS": _bash_array(spec.process_flags()),
+            "CLUSTER_FLAGS": _bash_array(_cluster_flags(cluster), expand=True),
+            "ACTOR_FLAGS": _bash_array(spec.actor_flags()),
+            "LEARNER_SRUN": _bash_array(learner_srun),
+            "ACTOR_SRUN": _bash_array(actor_srun),
+            "PROCESSES": _bash_array(rows),
+        },
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -604,6 +602,7 @@ def _render(args: argparse.Namespace, training_flags: Sequence[str]) -> int:
         time_limit=args.time,
         **{field: getattr(args, field) for field in _SAME_NAMED_FLAGS},
     )
+    supervision.check_run_flags(spec.process_flags())  # As a local run checks them.
     text = render(args.target, spec)
     if args.output == "-":
         sys.stdout.write(text)
