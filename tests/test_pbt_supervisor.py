@@ -115,3 +115,48 @@ def test_population_rescues_hopeless_members_and_restarts_a_killed_one(tmp_path)
     assert "member 2 " in output and "restarting it" in output
     # The report reads the same directory.
     assert supervisor.summary_line(statuses, events).startswith("3/3 members reporting")
+
+
+BROKEN_MEMBER = """#!/bin/sh
+echo "starting" >&2
+echo "error: this run needs at least 39.7 GiB but this machine has 23.5 GiB" >&2
+exit 2
+"""
+
+
+@pytest.mark.timeout(120)
+def test_a_study_whose_members_cannot_start_stops_with_their_error(tmp_path):
+    """Every member exits at once with the same error: each exit is printed with its error line,
+    and the study stops with that cause (status 1) instead of waiting for members that never
+    report."""
+    from impala_tf import envs
+    from impala_tf.base import presets
+
+    python = tmp_path / "python"
+    python.write_text(BROKEN_MEMBER)
+    python.chmod(0o755)
+    pbt_dir = str(tmp_path / "pbt")
+    overrides = {
+        "env": {"level_name": "toy/bandit"},
+        "pbt": {"pbt_population": 3, "pbt_hyperparameters": "learning_rate"},
+        "runtime": {"logdir": pbt_dir},
+    }
+    resolved = presets.resolve(None, overrides, pbt=True)
+    resolved = presets.Resolved(
+        envs.complete_config(resolved.config),
+        resolved.preset,
+        resolved.preset_chosen_by,
+        resolved.sources,
+    )
+    lines = []
+    start = time.time()
+    status = supervisor.run_population(resolved, python=str(python), say=lines.append)
+    assert status == supervisor.EXIT_MEMBER_FAILED == 1, lines
+    assert time.time() - start < 60, lines  # Not MAX_FAILURES restarts of every member.
+    error = "error: this run needs at least 39.7 GiB but this machine has 23.5 GiB"
+    exits = [line for line in lines if line.startswith("member ") and error in line]
+    assert {line.split()[1] for line in exits} == {"0", "1", "2"}, lines
+    assert any(
+        line.startswith("every member failed the same way") and error in line for line in lines
+    )
+    assert all(e["restart"] for e in protocol.read_events(pbt_dir) if e["event"] == "member_exit")

@@ -124,6 +124,9 @@ FAKE_EXPERIMENT = textwrap.dedent(
         sys.exit(3)
     if mode == "hang" and flags["off_policy_correction"] == "none":
         time.sleep(600)
+    if mode == "broken":
+        print("error: this run needs at least 39.7 GiB but this machine has 23.5 GiB", file=sys.stderr)
+        sys.exit(2)
     value = float(flags["learning_rate"]) * 1000 + (1.0 if flags["off_policy_correction"] == "vtrace" else 0.0)
     os.makedirs(flags["logdir"], exist_ok=True)
     with open(os.path.join(flags["logdir"], "config.json"), "w") as f:
@@ -207,6 +210,29 @@ def test_failed_and_timed_out_runs_are_recorded_and_run_again(tmp_path, monkeypa
         for p in psutil.process_iter(["cmdline"])
         if failed.logdir in " ".join(p.info["cmdline"] or [])
     ]
+
+
+@pytest.mark.timeout(120)
+def test_a_study_whose_runs_all_fail_the_same_way_stops_with_their_error(tmp_path, monkeypatch):
+    runs = _tiny_plan(tmp_path / "runs", num_sets=3)  # 6 runs.
+    monkeypatch.setenv("FAKE_MODE", "broken")
+    out = io.StringIO()
+    counts = sweep.execute(runs, argv_prefix=_fake(tmp_path), out=out, poll_seconds=0.05)
+    text = out.getvalue()
+    error = "error: this run needs at least 39.7 GiB but this machine has 23.5 GiB"
+    assert counts == {"failed": 2}, text  # Stopped after two runs, not six.
+    assert text.count("failed in ") == 2 and text.count(error) == 3, text
+    assert f"every run so far (2) failed the same way: {error}" in text
+
+
+@pytest.mark.timeout(120)
+def test_run_checks_the_runs_flags_before_starting_any(tmp_path, capsys):
+    runs_dir = tmp_path / "runs"
+    argv = ["run", str(runs_dir), "--study=small", "--sets=1", "--methods=vtrace", "--replay=off"]
+    assert sweep.main([*argv, "--", "--levle_name=x"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: Unknown command line flag 'levle_name'") and err.count("\n") == 1
+    assert not list(runs_dir.glob("*/console.log"))  # No run started.
 
 
 def test_best_mean_takes_the_best_three():

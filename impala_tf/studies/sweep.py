@@ -31,7 +31,6 @@ import json
 import math
 import os
 import shlex
-import signal
 import subprocess
 import sys
 import time
@@ -378,8 +377,8 @@ def execute(
 
     Each run is a child process in its own session (`python -m impala_tf.experiment ...`, its
     console in `<logdir>/console.log`); a run over `run_timeout` seconds (0: no limit) is stopped
-    and marked `timeout`. On KeyboardInterrupt (or SIGTERM through `main`) the running ones are
-    stopped, marked `interrupted` and the interrupt is raised again.
+    and marked `timeout`. On Ctrl-C or SIGTERM (`supervision.watch`) the running ones are stopped,
+    marked `interrupted`, and KeyboardInterrupt is raised.
 
     Args:
       runs: the planned runs, in order.
@@ -407,6 +406,7 @@ def execute(
         print(f"{counts['skipped']} run(s) already finished; {total} to go", file=out, flush=True)
     active: list[_Active] = []
     durations: list[float] = []
+    causes: list[str] = []  # Per ended run: its error line when it failed, "" when it finished.
     source = source_commit() if argv_prefix is None else {"commit": None, "dirty": None}
 
     def start(run: Run) -> None:
@@ -435,32 +435,75 @@ def execute(
         done = sum(v for k, v in counts.items() if k != "skipped")
         left = total - done
         eta = f", ETA {_duration(left * np.mean(durations) / parallel)}" if left else ""
+        cause = ""
+        if status in (STATUS_FAILED, STATUS_TIMEOUT):
+            console = rundir.RunDir(item.run.logdir).console
+            cause = supervision.last_error_line(console) or f"(no error text in {console})"
+        causes.append(cause)
         print(
-            f"[{done}/{total}] {item.run.label}: {status} in {wall:.0f} s{eta}",
+            f"[{done}/{total}] {item.run.label}: {status} in {wall:.0f} s{eta}"
+            + (f": {cause}" if cause else ""),
             file=out,
             flush=True,
         )
 
-    try:
-        while pending or active:
-            while pending and len(active) < parallel:
-                start(pending.pop(0))
-            time.sleep(poll_seconds)
-            for item in list(active):
-                code = item.process.poll()
-                if code is None and run_timeout > 0 and time.time() - item.start > run_timeout:
-                    _stop(item.process)
-                    active.remove(item)
-                    finish(item, STATUS_TIMEOUT, item.process.returncode)
-                elif code is not None:
-                    active.remove(item)
-                    finish(item, STATUS_FINISHED if code == 0 else STATUS_FAILED, code)
-    except BaseException:
+    def check() -> int | None:
+        while pending and len(active) < parallel:
+            start(pending.pop(0))
+        for item in list(active):
+            code = item.process.poll()
+            if code is None and run_timeout > 0 and time.time() - item.start > run_timeout:
+                _stop(item.process)
+                active.remove(item)
+                finish(item, STATUS_TIMEOUT, item.process.returncode)
+            elif code is not None:
+                active.remove(item)
+                finish(item, STATUS_FINISHED if code == 0 else STATUS_FAILED, code)
+        common = common_failure(causes)
+        if common and (pending or active):
+            print(
+                f"every run so far ({len(causes)}) failed the same way: {common}; stopping "
+                f"({len(pending) + len(active)} run(s) not finished)",
+                file=out,
+                flush=True,
+            )
+            return supervision.EXIT_FAILED
+        return None if pending or active else supervision.EXIT_OK
+
+    def stop(_interrupted: bool) -> None:
         for item in active:
             _stop(item.process)
             write_manifest(item.run, STATUS_INTERRUPTED, started=item.start, source=source)
-        raise
+
+    if supervision.watch(check, stop, poll_seconds) == supervision.EXIT_INTERRUPTED:
+        raise KeyboardInterrupt
     return counts
+
+
+def common_failure(causes: Sequence[str], at_least: int = 2) -> str | None:
+    """The error line shared by every ended run when there are `at_least` of them and all failed
+    with the same one (`causes`: one per ended run, "" for a finished one); else None."""
+    if len(causes) < at_least or len(set(causes)) != 1 or not causes[0]:
+        return None
+    return causes[0]
+
+
+def check_runs(runs: Sequence[Run]) -> None:
+    """Checks the flags of one run per task as the run will check them (`--mode=check`), before
+    any run starts.
+
+    Raises:
+      ValueError: a run's error line, naming the run.
+    """
+    checked = set()
+    for run in runs:
+        if run.task in checked:
+            continue
+        checked.add(run.task)
+        try:
+            supervision.check_run_flags(run.flags)
+        except ValueError as error:
+            raise ValueError(f"{error} (run {run.label})") from error
 
 
 def _read_config(logdir: str) -> dict[str, Any] | None:
@@ -591,26 +634,24 @@ def main(argv: Sequence[str] | None = None) -> int:
                 write_manifest(run, STATUS_PLANNED)
             print(shlex.join(run.command(args.python)))
         return 0
+    try:
+        check_runs([r for r in runs if status_of(r) != STATUS_FINISHED])
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return supervision.EXIT_BAD_INPUT
     print(
         f"study {study.name}: {len(runs)} runs, {args.parallel} at a time, in {args.runs_dir}",
         flush=True,
     )
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         counts = execute(runs, parallel=args.parallel, run_timeout=args.run_timeout)
     except KeyboardInterrupt:
         print("interrupted: the running runs were stopped; run again to continue", flush=True)
-        return 130
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+        return supervision.EXIT_INTERRUPTED
     print("done: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())), flush=True)
     print(f"report: python -m impala_tf.reports.table2 {shlex.quote(args.runs_dir)}", flush=True)
     failed = counts.get(STATUS_FAILED, 0) + counts.get(STATUS_TIMEOUT, 0)
-    return 1 if failed else 0
-
-
-def _raise_interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
+    return supervision.EXIT_FAILED if failed else supervision.EXIT_OK
 
 
 # --- The per-run summary (`collect`'s CSV), which `impala_tf.reports.table2` also reads. ---------

@@ -21,23 +21,23 @@ system. See docs/pbt.md.
 from __future__ import annotations
 
 import os
-import signal
 import statistics
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 
 from impala_tf.base import configs, presets
-from impala_tf.run import launcher, supervision
+from impala_tf.run import supervision
 from impala_tf.studies.pbt import ancestry, controller, protocol
 
 POLL_SECONDS = 1.0
 SUMMARY_SECONDS = 60.0
 MAX_FAILURES = 5
 STOP_SECONDS = 90.0  # A member's launcher gives its learner 60 s to checkpoint and stop.
-EXIT_OK = 0
-EXIT_MEMBER_FAILED = 1
-EXIT_INTERRUPTED = launcher.EXIT_INTERRUPTED
+# The exit statuses of `--mode=pbt` (their one meaning each: `impala_tf.run.supervision`).
+EXIT_OK = supervision.EXIT_OK
+EXIT_MEMBER_FAILED = supervision.EXIT_FAILED
+EXIT_INTERRUPTED = supervision.EXIT_INTERRUPTED
 
 # Settings a member gets from the supervisor rather than from the population's flags.
 _MEMBER_OWN = ("runtime.logdir", "runtime.seed", "pbt.pbt_member", "pbt.pbt_start_members")
@@ -98,6 +98,7 @@ class _MemberProcess(supervision.Child):
         self.failed = False
         self.failures = 0
         self.frames_at_start = 0
+        self.cause = ""  # The last error line of its log when it last exited without finishing.
 
     def start_from(self, frames: int) -> None:
         """Starts (or restarts) the member, which has trained `frames` frames so far."""
@@ -185,46 +186,59 @@ def run_population(
         for m in members:
             say("  " + " ".join(m.argv[1:]))
 
-    interrupted: list[int] = []
-
-    def on_signal(signum, _frame):
-        interrupted.append(signum)
-
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     last_summary = time.time()
-    try:
+
+    def start() -> None:
+        if not start_members:
+            return
         statuses = pbt.statuses()
+        for m in members:
+            status = statuses[m.index]
+            if status is not None and status.finished:
+                m.done = True
+                continue
+            m.start_from(0 if status is None else status.frames)
+        say(f"started {sum(1 for m in members if not m.done)} member(s); logs: members/<i>/")
+
+    def check() -> int | None:
+        nonlocal last_summary
         if start_members:
-            for m in members:
-                status = statuses[m.index]
-                if status is not None and status.finished:
-                    m.done = True
-                    continue
-                m.start_from(0 if status is None else status.frames)
-            say(f"started {sum(1 for m in members if not m.done)} member(s); logs: members/<i>/")
-        while not interrupted:
-            statuses = pbt.statuses()
-            if start_members:
-                _supervise(members, pbt_dir, say)
-                if all(m.done or m.failed for m in members):
-                    break
-            elif all(s is not None and s.finished for s in statuses.values()):
-                break
-            pbt.poll()
-            if time.time() - last_summary >= SUMMARY_SECONDS:
-                say(summary_line(pbt.statuses(), protocol.read_events(pbt_dir)))
-                last_summary = time.time()
-            time.sleep(POLL_SECONDS)
-    finally:
+            _supervise(members, pbt_dir, say)
+            common = common_failure(members)
+            if common is not None:
+                say(
+                    f"every member failed the same way without training: {common}; stopping "
+                    f"(logs: {os.path.join(pbt_dir, 'members', '<i>', protocol.MEMBER_LOG)})"
+                )
+                return EXIT_MEMBER_FAILED
+            if all(m.done or m.failed for m in members):
+                return EXIT_MEMBER_FAILED if any(m.failed for m in members) else EXIT_OK
+        elif all(s is not None and s.finished for s in pbt.statuses().values()):
+            return EXIT_OK
+        pbt.poll()
+        if time.time() - last_summary >= SUMMARY_SECONDS:
+            say(summary_line(pbt.statuses(), protocol.read_events(pbt_dir)))
+            last_summary = time.time()
+        return None
+
+    def stop(interrupted: bool) -> None:
         if interrupted:
             say("interrupted: stopping the members (each saves a checkpoint)")
         _stop(members)
-        for s, handler in previous.items():
-            signal.signal(s, handler)
+
+    status = supervision.watch(check, stop, POLL_SECONDS, start=start)
     say(summary_line(pbt.statuses(), protocol.read_events(pbt_dir)))
-    if interrupted:
-        return EXIT_INTERRUPTED
-    return EXIT_MEMBER_FAILED if any(m.failed for m in members) else EXIT_OK
+    return status
+
+
+def common_failure(members: Sequence[_MemberProcess]) -> str | None:
+    """The error line every unfinished member last exited with, when all of them exited without
+    training a frame since their start and with the same error line; else None."""
+    left = [m for m in members if not m.done]
+    causes = {m.cause for m in left}
+    if not left or any(m.failures == 0 for m in left) or len(causes) != 1 or "" in causes:
+        return None
+    return causes.pop()
 
 
 def _supervise(members: Sequence[_MemberProcess], pbt_dir: str, say: Callable[[str], None]) -> None:
@@ -244,7 +258,8 @@ def _supervise(members: Sequence[_MemberProcess], pbt_dir: str, say: Callable[[s
             continue
         m.failures = 0 if frames > m.frames_at_start else m.failures + 1
         give_up = m.failures >= MAX_FAILURES
-        cause = launcher.last_error_line(m.log_path) or "(no error text in its log)"
+        m.cause = supervision.last_error_line(m.log_path)
+        cause = m.cause or "(no error text in its log)"
         protocol.append_event(
             pbt_dir,
             {
