@@ -10,6 +10,10 @@ This is the only module that reads flags.
     python -m impala_tf.experiment --level_name=dmlab30 --mode=describe
     python -m impala_tf.experiment --mode=pbt --level_name=dmlab30 --logdir=/shared/pbt  # appendix F
     python -m impala_tf.experiment --job_name=learner --task=0 --learner_hosts=h0:8000 ...
+
+Every input check (flags, level, preset, `deepmind_lab`, memory, `--logdir`, cluster spec, the run
+to evaluate) runs before TensorFlow is imported, so bad input is one `error:` line at once; the
+exit statuses have one meaning each (`impala_tf.run.supervision`).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from absl import app, flags
 
 from impala_tf.base import configs, hints, presets, quiet
-from impala_tf.run import rundir
+from impala_tf.run import rundir, supervision
 
 if TYPE_CHECKING:
     from impala_tf.run.hooks import LearnerHook
@@ -43,9 +47,10 @@ flags.DEFINE_string(
 flags.DEFINE_enum(
     "mode",
     "train",
-    ["train", "test", "describe", "pbt"],
-    "Training, evaluation, describe, or population-based training of --pbt_population members in "
-    "--logdir (appendix F; docs/pbt.md).",
+    ["train", "test", "describe", "pbt", "check"],
+    "Training, evaluation, describe, population-based training of --pbt_population members in "
+    "--logdir (appendix F; docs/pbt.md), or check: only check the flags and the settings they "
+    "resolve to (what `python -m impala_tf.cluster render` does with its training flags).",
 )
 flags.DEFINE_integer("task", -1, "Task index; -1 starts every process on this machine.")
 flags.DEFINE_enum("job_name", "learner", ["learner", "actor"], "Job of this process (with --task).")
@@ -169,17 +174,23 @@ def describe(resolved: presets.Resolved) -> str:
 def main(argv: list[str]) -> int:
     if len(argv) > 1:
         print(f"error: unexpected arguments: {argv[1:]}", file=sys.stderr)
-        return 2
+        return supervision.EXIT_BAD_INPUT
     try:
         resolved = resolve_config()
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
-        return 2
+        return supervision.EXIT_BAD_INPUT
+    if FLAGS.mode == "check":
+        config = resolved.config
+        print(
+            f"[check] preset {resolved.preset}, level {config.env.level_name}: the flags are valid"
+        )
+        return supervision.EXIT_OK
     if not resolved.config.runtime.show_tensorflow_logs:
         quiet.filter_stderr()  # Before TensorFlow is imported.
     if FLAGS.mode == "describe":
         print(describe(resolved))
-        return 0
+        return supervision.EXIT_OK
     if FLAGS.mode == "train":
         return train(resolved.config)
     if FLAGS.mode == "pbt":
@@ -190,6 +201,7 @@ def main(argv: list[str]) -> int:
 def pbt(resolved: presets.Resolved) -> int:
     """`--mode=pbt`: a population of training runs in `--logdir` and its controller
     (`impala_tf.studies.pbt.supervisor`; paper appendix F)."""
+    from impala_tf.run import bookkeeping
     from impala_tf.studies.pbt import controller, supervisor
 
     config = resolved.config
@@ -205,26 +217,30 @@ def pbt(resolved: presets.Resolved) -> int:
         problem = "--mode=pbt starts its members' processes itself: no --task or cluster flags"
     if problem:
         print(f"error: {problem}", file=sys.stderr)
-        return 2
+        return supervision.EXIT_BAD_INPUT
     try:
-        if config.pbt.pbt_start_members:
+        if config.pbt.pbt_start_members:  # What each member, a local run, checks first.
             check_environment_available(config)
+            check_memory(config, local=True)
         if not config.runtime.logdir:  # A new population directory per run.
             logdir = rundir.new_run_dir(f"{config.env.level_name}-pbt")
             config = config.replace("runtime", logdir=logdir)
             resolved = dataclasses.replace(resolved, config=config)
             print(f"[pbt] population directory: {hints.display_path(logdir)}", flush=True)
-        os.makedirs(config.runtime.logdir, exist_ok=True)
-        return supervisor.run_population(resolved)
-    except (OSError, ImportError, controller.PopulationMismatchError) as error:
+        bookkeeping.ensure_writable_logdir(config.runtime.logdir)
+    except (bookkeeping.LogdirError, OSError, ImportError, MemoryError) as error:
         print(f"error: {error}", file=sys.stderr)
-        return 2
+        return supervision.EXIT_BAD_INPUT
+    try:
+        return supervisor.run_population(resolved)
+    except (OSError, controller.PopulationMismatchError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return supervision.EXIT_BAD_INPUT
 
 
 def test(config: configs.Config) -> int:
-    """Evaluates a checkpoint per level (the release's `--mode=test`)."""
-    from impala_tf.run import evaluation
-
+    """Evaluates a checkpoint per level (the release's `--mode=test`); the run to evaluate is
+    checked before TensorFlow is imported."""
     explicit = FLAGS["preset"].present or any(
         FLAGS[name].present for name, s in CONFIG_FLAGS.items() if s.section == "env"
     )
@@ -236,8 +252,21 @@ def test(config: configs.Config) -> int:
                 f"error: no run in {rundir.RUNS}/ to evaluate: give --logdir=<run directory>",
                 file=sys.stderr,
             )
-            return 2
+            return supervision.EXIT_BAD_INPUT
         print(f"[test] evaluating the newest run, {hints.display_path(logdir)}", flush=True)
+    if not os.path.isdir(logdir):
+        print(f"error: --logdir={logdir}: no such run directory", file=sys.stderr)
+        return supervision.EXIT_BAD_INPUT
+    if not explicit and not os.path.exists(rundir.RunDir(logdir).config):
+        print(
+            f"error: no {rundir.CONFIG} in {logdir!r}: not a training run's directory; pass the "
+            "training configuration (flags) to evaluate its checkpoints",
+            file=sys.stderr,
+        )
+        return supervision.EXIT_BAD_INPUT
+
+    from impala_tf.run import evaluation
+
     try:
         evaluation.run_test_mode(
             config if explicit else None,
@@ -252,8 +281,8 @@ def test(config: configs.Config) -> int:
         )
     except (FileNotFoundError, ValueError, ImportError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
-        return 2
-    return 0
+        return supervision.EXIT_BAD_INPUT
+    return supervision.EXIT_OK
 
 
 def _cluster_and_role() -> tuple[Any, str, int]:
@@ -305,9 +334,9 @@ def check_memory(config: configs.Config, local: bool) -> None:
     """
     import psutil
 
-    from impala_tf.run import builders
+    from impala_tf.run import memory
 
-    estimate = builders.memory_estimate(config)
+    estimate = memory.memory_estimate(config)
     needed = estimate["learner"] * (config.runtime.num_learners if local else 1)
     needed += estimate["actors"] if local else 0
     available = psutil.virtual_memory().total
@@ -337,12 +366,20 @@ def train(config: configs.Config) -> int:
 
     Without `--logdir` a local run gets a new directory (`rundir.new_run_dir`); with it, the
     directory must be new or a run of the same settings (`rundir.check_resume`), checked before
-    anything is written.
+    anything is written. Every check comes before TensorFlow is imported: the cluster spec first
+    (it says which job this process is), then the directory, the environment and the memory.
     """
-    distributed = FLAGS.task >= 0 or FLAGS.cluster_spec or os.environ.get("TF_CONFIG")
+    distributed = bool(FLAGS.task >= 0 or FLAGS.cluster_spec or os.environ.get("TF_CONFIG"))
     logdir = config.runtime.logdir
-    try:  # Before TensorFlow is imported: a refused directory is one line at once.
-        if distributed and not logdir and FLAGS.job_name == "learner":
+    job_name = FLAGS.job_name
+    try:
+        if distributed:
+            _, job_name, _ = _cluster_and_role()
+    except ValueError as error:
+        print(f"error: bad cluster specification: {error}", file=sys.stderr)
+        return supervision.EXIT_BAD_INPUT
+    try:
+        if distributed and not logdir and job_name == "learner":
             raise rundir.RunDirInUseError(
                 "a learner of a distributed run needs --logdir (the same directory for all its "
                 "learners)"
@@ -350,16 +387,20 @@ def train(config: configs.Config) -> int:
         changes = rundir.check_resume(logdir, config) if logdir else []
     except rundir.RunDirInUseError as error:
         print(f"error: {error}", file=sys.stderr)
-        return 2
+        return supervision.EXIT_BAD_INPUT
+    from impala_tf.run import bookkeeping  # No TensorFlow.
 
-    from impala_tf.run import bookkeeping, launcher, runtime, transport
-
+    reexecuted = os.environ.get(RUN_DIR_ENV)  # This command, run again by the launcher.
+    if not distributed and logdir and not reexecuted:
+        done = finished_line(config, logdir)
+        if done:
+            print(done, flush=True)
+            return supervision.EXIT_OK
     try:
-        if FLAGS.job_name == "actor" or FLAGS.task < 0:
+        if job_name == "actor" or not distributed:
             check_environment_available(config)
-        if not distributed or FLAGS.job_name == "learner":
+        if not distributed or job_name == "learner":
             check_memory(config, local=not distributed)
-        reexecuted = os.environ.get(RUN_DIR_ENV)  # This command, run again by the launcher.
         if not logdir and not distributed:
             logdir = reexecuted or rundir.new_run_dir(config.env.level_name)
             config = config.replace("runtime", logdir=logdir)
@@ -367,52 +408,66 @@ def train(config: configs.Config) -> int:
             bookkeeping.ensure_writable_logdir(logdir)
     except (bookkeeping.LogdirError, ImportError, MemoryError) as error:
         print(f"error: {error}", file=sys.stderr)
-        return 2
+        return supervision.EXIT_BAD_INPUT
     except OSError as error:
         print(f"error: cannot create a run directory in {rundir.RUNS}/: {error}", file=sys.stderr)
-        return 2
+        return supervision.EXIT_BAD_INPUT
     if not distributed:
-        flags_given = hints.without_flag(sys.argv[1:], "logdir")
-        if os.path.exists(rundir.RunDir(logdir).config) and not reexecuted:
-            changed = f" (changed: {rundir.describe_changes(changes)})" if changes else ""
-            print(
-                f"[launcher] resuming the run in {hints.display_path(logdir)}{changed}", flush=True
-            )
-        # The launcher may run this command again to isolate the network (impala_tf.run.isolation,
-        # from sys.orig_argv): the run directory chosen here, and its announcement, stay the same.
-        os.environ[RUN_DIR_ENV] = logdir
-        try:
-            status = launcher.launch_local(
-                [*flags_given, f"--logdir={logdir}"],
-                num_learners=config.runtime.num_learners,
-                num_actors=config.runtime.num_actors,
-                logdir=logdir,
-                watchdog_seconds=config.runtime.watchdog_seconds,
-                isolate_network=config.runtime.isolate_network,
-            )
-        finally:
-            os.environ.pop(RUN_DIR_ENV, None)
-        print(next_steps(flags_given, logdir, finished=status == 0), flush=True)
-        return status
+        return _launch(config, logdir, changes, reexecuted)
+    return _run_task(config, job_name)
+
+
+def _launch(config: configs.Config, logdir: str, changes: list, reexecuted: str | None) -> int:
+    """A local run: every process on this machine (`impala_tf.run.launcher`), then the lines that
+    say how to go on."""
+    from impala_tf.run import launcher
+
+    flags_given = hints.without_flag(sys.argv[1:], "logdir")
+    if os.path.exists(rundir.RunDir(logdir).config) and not reexecuted:
+        changed = f" (changed: {rundir.describe_changes(changes)})" if changes else ""
+        print(f"[launcher] resuming the run in {hints.display_path(logdir)}{changed}", flush=True)
+    # The launcher may run this command again to isolate the network (impala_tf.run.isolation,
+    # from sys.orig_argv): the run directory chosen here, and its announcement, stay the same.
+    os.environ[RUN_DIR_ENV] = logdir
+    try:
+        status = launcher.launch_local(
+            [*flags_given, f"--logdir={logdir}"],
+            num_learners=config.runtime.num_learners,
+            num_actors=config.runtime.num_actors,
+            logdir=logdir,
+            watchdog_seconds=config.runtime.watchdog_seconds,
+            isolate_network=config.runtime.isolate_network,
+        )
+    finally:
+        os.environ.pop(RUN_DIR_ENV, None)
+    total = config.learner.total_environment_frames
+    print(next_steps(flags_given, logdir, finished=status == 0, total=total), flush=True)
+    return status
+
+
+def _run_task(config: configs.Config, job_name: str) -> int:
+    """One task of a distributed run: a learner or an actor (paper section 3)."""
+    from impala_tf.run import launcher, runtime, transport
+
     launcher.install_stack_dump()
     try:
         cluster, job_name, task = _cluster_and_role()
         if job_name == "learner":
             runtime.run_learner(config, cluster, task, hooks=learner_hooks(config))
-            return 0
+            return supervision.EXIT_OK
         return runtime.run_actor(config, cluster, task, connect_seconds=FLAGS.connect_seconds)
     except ValueError as error:
         print(f"error: bad cluster specification: {error}", file=sys.stderr)
-        return 2
+        return supervision.EXIT_BAD_INPUT
     except transport.LearnerPortInUseError as error:
         print(f"error: {error}", file=sys.stderr)
-        return 2
+        return supervision.EXIT_BAD_INPUT
     except transport.LearnerUnreachableError as error:
         print(f"error: {error} (is the learner running? check --learner_hosts)", file=sys.stderr)
-        return 3
+        return supervision.EXIT_UNREACHABLE
     except runtime.LearnerStuckError as error:
         print(f"error: {error}", file=sys.stderr)
-        return 4
+        return supervision.EXIT_STALLED
 
 
 def learner_hooks(config: configs.Config) -> list[LearnerHook]:
@@ -429,12 +484,31 @@ def learner_hooks(config: configs.Config) -> list[LearnerHook]:
     return hooks
 
 
-def next_steps(flags_given: list[str], logdir: str, finished: bool) -> str:
-    """The `[launcher]` lines that end a local run: how to resume it (or train it longer) and how
-    to evaluate it, as commands that can be pasted into the shell that started it."""
+def finished_line(config: configs.Config, logdir: str) -> str:
+    """One line when the run in `logdir` has already trained its `--total_environment_frames`
+    (its heartbeat says so), else ''."""
+    beat = rundir.read_heartbeat(rundir.RunDir(logdir))
+    total = config.learner.total_environment_frames
+    if beat is None or beat.environment_frames < total:
+        return ""
+    return (
+        f"[launcher] the run in {hints.display_path(logdir)} has already trained "
+        f"{beat.environment_frames:,} of its --total_environment_frames={total}: nothing to do "
+        f"(train further with a larger total, e.g. --total_environment_frames={2 * total})"
+    )
+
+
+def next_steps(flags_given: list[str], logdir: str, finished: bool, total: int = 0) -> str:
+    """The `[launcher]` lines that end a local run: how to resume it (or, once it `finished` its
+    `total` frames, train it further: the same command with twice the total) and how to evaluate
+    it, as commands that can be pasted into the shell that started it."""
     shown = hints.display_path(logdir)
     entry = hints.entry_command()
-    resume = hints.command_line([*entry, *flags_given, f"--logdir={shown}"])
+    flags = list(flags_given)
+    if finished and total > 0:
+        flags = hints.without_flag(flags, "total_environment_frames")
+        flags.append(f"--total_environment_frames={2 * total}")
+    resume = hints.command_line([*entry, *flags, f"--logdir={shown}"])
     evaluate = hints.command_line([*entry, "--mode=test", f"--logdir={shown}"])
     how = "train further (with a larger --total_environment_frames)" if finished else "resume"
     return f"[launcher] {how}: {resume}\n[launcher] evaluate: {evaluate}"
@@ -446,7 +520,7 @@ def parse_flags(argv: list[str]) -> list[str]:
         return FLAGS(argv)
     except flags.Error as error:
         print(f"error: {error} (see --helpfull)", file=sys.stderr)
-        sys.exit(2)
+        sys.exit(supervision.EXIT_BAD_INPUT)
 
 
 if __name__ == "__main__":

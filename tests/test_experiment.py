@@ -348,6 +348,20 @@ def test_memory_estimate_counts_the_batch_and_the_processes():
         (("--level_name=toy/catch",), "evolves no hyperparameter"),
         (("--pbt_hyperparameters=learning_rate", "--num_learners=2"), "--num_learners must be 1"),
         (("--pbt_hyperparameters=learning_rat",), "unknown ['learning_rat']"),
+        # What each member, a local run, would refuse: before any member starts.
+        (
+            (
+                "--level_name=atari/pong",
+                "--pbt_hyperparameters=learning_rate",
+                "--batch_size=4096",
+                "--unroll_length=5000",
+            ),
+            "this run needs at least",
+        ),
+        (
+            ("--level_name=pongg", "--pbt_hyperparameters=learning_rate"),
+            "Cannot import deepmind_lab",
+        ),
     ],
 )
 def test_pbt_mode_refuses_what_it_cannot_run(tmp_path, flags, message):
@@ -356,3 +370,144 @@ def test_pbt_mode_refuses_what_it_cannot_run(tmp_path, flags, message):
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and message in errors[0], result.stderr
     assert not os.path.exists(tmp_path / "events.jsonl")  # Nothing started.
+    assert not os.path.exists(tmp_path / "members")
+
+
+# A wrapper that runs the entry point with TensorFlow made unimportable: an input check that ran
+# after TensorFlow's import would fail with an ImportError instead of its own line.
+WITHOUT_TENSORFLOW = """
+import runpy, sys
+sys.modules["tensorflow"] = None  # `import tensorflow` raises ImportError from here on.
+sys.argv = ["impala_tf.experiment", *sys.argv[1:]]
+runpy.run_module("impala_tf.experiment", run_name="__main__", alter_sys=True)
+"""
+
+
+def run_without_tensorflow(*flags, cwd=REPO, timeout=100):
+    return subprocess.run(
+        [sys.executable, "-c", WITHOUT_TENSORFLOW, *flags],
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": REPO},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+@pytest.mark.timeout(300)
+def test_every_input_check_runs_before_tensorflow_is_imported(tmp_path):
+    """Unknown level, DMLab level without deepmind_lab, unwritable --logdir, --mode=test with no
+    run or a directory that does not exist: one `error:` line, status 2, TensorFlow never
+    imported."""
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    cases = [
+        (("--level_name=atari/pongg",), "did you mean atari/pong?"),
+        (("--level_name=pongg", f"--logdir={tmp_path / 'a'}"), "Cannot import deepmind_lab"),
+        ((f"--logdir={blocker / 'run'}",), "is not writable"),
+        (("--mode=test", f"--logdir={tmp_path / 'nothing'}"), "no such run directory"),
+        (("--mode=test",), "no run in runs/ to evaluate"),
+        (("--cluster_spec={bad",), "bad cluster specification"),
+    ]
+    for flags, message in cases:
+        result = run_without_tensorflow(*flags, cwd=tmp_path)
+        assert result.returncode == 2, (flags, result.stderr)
+        errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+        assert len(errors) == 1 and message in errors[0], (flags, result.stderr)
+        assert "Traceback" not in result.stderr, result.stderr
+
+
+@pytest.mark.timeout(200)
+@pytest.mark.parametrize(
+    "flags, env, message",
+    [
+        (("--cluster_spec={not json",), {}, "bad cluster specification: cluster JSON does not"),
+        ((), {"TF_CONFIG": "[1, 2]"}, "bad cluster specification: cluster JSON must be an"),
+        (("--task=0", "--learner_hosts=nonsense"), {}, "bad cluster specification"),
+    ],
+)
+def test_a_malformed_cluster_spec_is_named_before_the_missing_logdir(flags, env, message):
+    result = subprocess.run(
+        [sys.executable, "-c", WITHOUT_TENSORFLOW, "--level_name=toy/catch", *flags],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": REPO, **env},
+        capture_output=True,
+        text=True,
+        timeout=100,
+    )
+    assert result.returncode == 2, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and message in errors[0], result.stderr
+    assert "needs --logdir" not in result.stderr
+
+
+@pytest.mark.timeout(200)
+def test_an_actor_described_by_tf_config_needs_no_logdir_but_a_learner_does(tmp_path):
+    spec = '{"cluster": {"learner": ["localhost:1"], "actor": ["localhost:2"]}, "task": %s}'
+    learner = subprocess.run(
+        [sys.executable, "-c", WITHOUT_TENSORFLOW, "--level_name=toy/catch"],
+        cwd=tmp_path,
+        env={
+            **os.environ,
+            "PYTHONPATH": REPO,
+            "TF_CONFIG": spec % '{"type": "learner", "index": 0}',
+        },
+        capture_output=True,
+        text=True,
+        timeout=100,
+    )
+    assert learner.returncode == 2 and "a learner of a distributed run needs --logdir" in (
+        learner.stderr
+    )
+    actor = subprocess.run(
+        [sys.executable, "-c", WITHOUT_TENSORFLOW, "--level_name=toy/catch"],
+        cwd=tmp_path,
+        env={
+            **os.environ,
+            "PYTHONPATH": REPO,
+            "TF_CONFIG": spec % '{"type": "actor", "index": 0}',
+        },
+        capture_output=True,
+        text=True,
+        timeout=100,
+    )
+    # The actor passes every input check and gets as far as TensorFlow (blocked here).
+    assert "needs --logdir" not in actor.stderr and "tensorflow" in actor.stderr, actor.stderr
+
+
+@pytest.mark.timeout(200)
+def test_a_finished_run_given_its_own_total_says_so_and_the_printed_line_trains_further(
+    tmp_path, monkeypatch
+):
+    from impala_tf import envs, experiment
+    from impala_tf.base import configs, presets
+    from impala_tf.run import rundir
+
+    logdir = tmp_path / "run"
+    config = envs.complete_config(
+        presets.resolve("toy", {"runtime": {"logdir": str(logdir)}}).config
+    )
+    config = config.replace("learner", total_environment_frames=1000)
+    os.makedirs(logdir)
+    configs.write_config(str(logdir / "config.json"), config)
+    rundir.write_heartbeat(rundir.RunDir(str(logdir)), updates=10, environment_frames=1040)
+    before = _tree(tmp_path)
+    result = run_without_tensorflow(
+        "--level_name=toy/catch", "--total_environment_frames=1000", f"--logdir={logdir}"
+    )
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stdout.splitlines() if line.strip()]
+    assert len(lines) == 1 and "has already trained 1,040" in lines[0], result.stdout
+    assert "--total_environment_frames=2000" in lines[0]
+    assert _tree(tmp_path) == before  # Nothing started, nothing written.
+    # The line a finished run prints carries a larger total, replacing the one given.
+    text = experiment.next_steps(
+        ["--total_environment_frames=1000", "--num_actors=1"],
+        str(logdir),
+        finished=True,
+        total=1000,
+    )
+    further = text.splitlines()[0]
+    assert "--total_environment_frames=2000" in further and "=1000" not in further, further
+    resume = experiment.next_steps(["--num_actors=1"], str(logdir), finished=False, total=1000)
+    assert "total_environment_frames" not in resume.splitlines()[0]

@@ -15,7 +15,6 @@ deriving the environment facts (observation spec, levels) once from a completed 
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,15 +22,10 @@ from impala_tf import envs
 from impala_tf.agent import frame_stacks, networks
 from impala_tf.base import configs, structures
 from impala_tf.envs import atari, atari_vector, workers
+from impala_tf.run import memory
+from impala_tf.run.memory import memory_estimate as memory_estimate
 
-
-def _completed(config: configs.Config) -> configs.Config:
-    if not config.env.kind or config.agent.num_actions <= 0:
-        raise ValueError(
-            "the configuration's environment facts are not filled in: pass it through "
-            "impala_tf.envs.complete_config first"
-        )
-    return config
+_completed = memory.require_completed
 
 
 @dataclasses.dataclass(frozen=True)
@@ -171,34 +165,3 @@ def batched_environment(
     return workers.BatchedEnvironment(factories)
 
 
-# Lower bounds used by `memory_estimate` (measured: an actor process with TensorFlow loaded holds
-# about 0.3-0.4 GB; BENCHMARKS.md's peak RSS of learners; the release's README: a DeepMind Lab
-# actor needs "a few hundred MB").
-_PROCESS_BYTES = 350 * 2**20
-_ENVIRONMENT_BYTES = {"toy": 30 * 2**20, "atari": 60 * 2**20, "dmlab": 250 * 2**20}
-# An Atari environment of the native backend, inside the actor process (measured: 1.8 MB each for
-# 32 Pong environments).
-_NATIVE_ATARI_BYTES = 2 * 2**20
-
-
-def memory_estimate(config: configs.Config) -> dict[str, int]:
-    """Lower bounds, in bytes, of what a run needs: `learner` (one learner process: its queue of B
-    trajectories, the prefetched batch, the batch in training and its float32 frames, its
-    experience-replay buffer's frames, plus the process itself) and `actors` (all actor processes
-    and their environments: worker processes, or native Atari environments in the actor process,
-    for a one-machine run). Network activations come on top, so the
-    true needs are larger."""
-    config = _completed(config)
-    observation_spec, _ = envs.environment_spec(config.env.level_name, config.env)
-    frame_bytes = math.prod(observation_spec.frame.shape)
-    steps = config.learner.batch_size * (config.learner.unroll_length + 1)
-    learner = 3 * steps * frame_bytes + 4 * steps * frame_bytes + _PROCESS_BYTES
-    if config.learner.replay_proportion > 0:  # uint8 frames of whole trajectories (section 5.2.2).
-        replay_steps = config.learner.replay_capacity * (config.learner.unroll_length + 1)
-        learner += replay_steps * frame_bytes
-    runtime = config.runtime
-    environments = runtime.num_actors * runtime.envs_per_actor
-    native = config.env.kind == "atari" and config.env.atari_backend == "native"
-    per_environment = _NATIVE_ATARI_BYTES if native else _ENVIRONMENT_BYTES[config.env.kind]
-    actors = runtime.num_actors * _PROCESS_BYTES + environments * per_environment
-    return {"learner": int(learner), "actors": int(actors)}
