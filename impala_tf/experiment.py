@@ -157,9 +157,9 @@ def describe(resolved: presets.Resolved) -> str:
     lines.append("Configuration:")
     lines.append(json.dumps(config.to_dict(), indent=2, sort_keys=False))
     parts = builders.agent_parts(config)  # The observation spec and the agent, derived once.
+    instruction = ", instruction string" if config.agent.use_instruction else ""
     lines.append(
-        "Observation: frame "
-        f"{list(parts.observation_spec.frame.shape)} uint8, instruction string; "
+        f"Observation: frame {list(parts.observation_spec.frame.shape)} uint8{instruction}; "
         f"actions: {config.agent.num_actions}"
     )
     lines.append("Variables:")
@@ -167,7 +167,7 @@ def describe(resolved: presets.Resolved) -> str:
     for name, shape, count in networks.describe_variables(parts.agent):
         lines.append(f"  {name:60s} {str(list(shape)):>16s} {count:>10,d}")
         total += count
-    lines.append(f"Trainable parameters: {total}")
+    lines.append(f"Trainable parameters: {total:,}")
     return "\n".join(lines)
 
 

@@ -90,7 +90,7 @@ def test_release_dmlab30_command_without_preset_gets_the_papers_settings():
     assert got["agent.use_instruction"] == (True, "environment")
     assert got["agent.num_actions"] == (9, "environment")
     lines = result.stdout.strip().splitlines()
-    assert lines[-1] == f"Trainable parameters: {deep_dmlab_parameters()}"
+    assert lines[-1] == f"Trainable parameters: {deep_dmlab_parameters():,}"
     assert deep_dmlab_parameters() == 1_628_010  # "1.6 million parameters" (Figure 3).
     assert "frame [72, 96, 3] uint8" in result.stdout
     assert "agent/resnet_torso/section_0_conv/w:0" in result.stdout

@@ -44,6 +44,11 @@ REPLAYED_KINDS = ("toy", "atari")
 # --- Configuration and checkpoints. ------------------------------------------------------------------
 
 
+def plural(count: int, word: str) -> str:
+    """`1 episode`, `2 episodes`."""
+    return f"{count:,} {word}{'' if count == 1 else 's'}"
+
+
 def load_config(logdir: str) -> configs.Config | None:
     """The configuration the learner saved in `<logdir>/config.json`, or None if there is none.
 
@@ -382,7 +387,10 @@ def evaluate(
         factories = [
             workers.EnvFactory(level, config.env, seed + i, is_test=True) for i in range(num_slots)
         ]
-        say(f"[test] {level}: {num_episodes} episodes on {num_slots} environments ({policy})")
+        say(
+            f"[test] {level}: {plural(num_episodes, 'episode')} on "
+            f"{plural(num_slots, 'environment')} ({policy})"
+        )
         recording = videos.Recording() if record_video_dir else None
         with workers.BatchedEnvironment(factories) as env:
             if env.num_actions != agent.num_actions:
@@ -430,7 +438,7 @@ def evaluate(
                 + ", ".join(paths)
             )
         say(
-            f"[test] {level}: mean return {mean:.3f} over {len(returns)} episodes "
+            f"[test] {level}: mean return {mean:.3f} over {plural(len(returns), 'episode')} "
             f"({time.monotonic() - start:.1f} s)"
         )
     results["summary"] = scores.summarize({lv: e["returns"] for lv, e in results["levels"].items()})
