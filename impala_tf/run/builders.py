@@ -163,5 +163,3 @@ def batched_environment(
         for level, seed in zip(level_names, seeds, strict=True)
     ]
     return workers.BatchedEnvironment(factories)
-
-
