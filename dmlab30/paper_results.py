@@ -22,17 +22,31 @@ Pure data: this module imports only the standard library.
 
 from __future__ import annotations
 
+import re
 from typing import NamedTuple
 
+
+def _printed_rows(text: str) -> list[tuple[str, list[float]]]:
+    """`(label, scores)` per line of a table as printed: a header line, then per line a label
+    and its scores, the label separated from the scores by two or more spaces."""
+    rows = []
+    for line in text.strip().splitlines()[1:]:
+        label, scores = re.split(r"\s{2,}", line.strip(), maxsplit=1)
+        rows.append((label, [float(score) for score in scores.split()]))
+    return rows
+
+
 # Table 3: DMLab-30 test, mean capped human-normalised score in percent (500 episodes per task).
-TABLE_3: dict[str, float] = {
-    "A3C, deep": 23.8,
-    "IMPALA, shallow": 37.1,
-    "IMPALA-Experts, deep": 44.5,
-    "IMPALA, deep": 46.5,
-    "IMPALA, deep, PBT": 49.4,
-    "IMPALA, deep, PBT, 8 learners": 49.1,
-}
+_TABLE_3_PRINTED = """
+architecture                     score
+A3C, deep                         23.8
+IMPALA, shallow                   37.1
+IMPALA-Experts, deep              44.5
+IMPALA, deep                      46.5
+IMPALA, deep, PBT                 49.4
+IMPALA, deep, PBT, 8 learners     49.1
+"""
+TABLE_3: dict[str, float] = {label: score for label, (score,) in _printed_rows(_TABLE_3_PRINTED)}
 
 
 class TableB1Row(NamedTuple):
@@ -55,107 +69,54 @@ class TableB1Row(NamedTuple):
     impala: float
 
 
-TABLE_B1_ROWS: tuple[TableB1Row, ...] = (
-    TableB1Row(
-        "rooms_collect_good_objects_test", "rooms_collect_good_objects_test", 10.0, 0.1, 9.0, 5.8
-    ),
-    TableB1Row(
-        "rooms_exploit_deferred_effects_test",
-        "rooms_exploit_deferred_effects_test",
-        85.7,
-        8.5,
-        15.6,
-        11.0,
-    ),
-    TableB1Row(
-        "rooms_select_nonmatching_object", "rooms_select_nonmatching_object", 65.9, 0.3, 7.3, 26.1
-    ),
-    TableB1Row("rooms_watermaze", "rooms_watermaze", 54.0, 4.1, 26.9, 31.1),
-    TableB1Row("rooms_keys_doors_puzzle", "rooms_keys_doors_puzzle", 53.8, 4.1, 28.0, 24.3),
-    TableB1Row(
-        "language_select_described_object",
-        "language_select_described_object",
-        389.5,
-        -0.1,
-        324.6,
-        593.1,
-    ),
-    TableB1Row(
-        "language_select_located_object", "language_select_located_object", 280.7, 1.9, 189.0, 301.7
-    ),
-    TableB1Row(
-        "language_execute_random_task", "language_execute_random_task", 254.1, -5.9, -49.9, 66.8
-    ),
-    TableB1Row(
-        "language_answer_quantitative_question",
-        "language_answer_quantitative_question",
-        184.5,
-        -0.3,
-        219.4,
-        264.0,
-    ),
-    # The four lasertag rows: printed labels permuted relative to the references (module docstring).
-    TableB1Row("lasertag_one_opponent_large", "lasertag_one_opponent_small", 12.7, -0.2, -0.2, 0.3),
-    TableB1Row(
-        "lasertag_three_oponents_large", "lasertag_three_opponents_small", 18.6, -0.2, -0.1, 4.1
-    ),
-    TableB1Row("lasertag_one_opponent_small", "lasertag_one_opponent_large", 18.6, -0.1, -0.1, 2.5),
-    TableB1Row(
-        "lasertag_three_opponents_small", "lasertag_three_opponents_large", 31.5, -0.1, 19.1, 11.3
-    ),
-    TableB1Row("natlab_fixed_large_map", "natlab_fixed_large_map", 36.9, 2.2, 34.7, 12.2),
-    TableB1Row("natlab_varying_map_regrowth", "natlab_varying_map_regrowth", 24.4, 3.0, 20.7, 15.9),
-    TableB1Row(
-        "natlab_varying_map_randomized", "natlab_varying_map_randomized", 42.4, 7.3, 36.1, 29.0
-    ),
-    TableB1Row(
-        "skymaze_irreversible_path_hard", "skymaze_irreversible_path_hard", 100.0, 0.1, 13.6, 30.0
-    ),
-    TableB1Row(
-        "skymaze_irreversible_path_varied",
-        "skymaze_irreversible_path_varied",
-        100.0,
-        14.4,
-        45.1,
-        53.6,
-    ),
-    TableB1Row(
-        "psychlab_arbitrary_visuomotor_mapping",
-        "psychlab_arbitrary_visuomotor_mapping",
-        58.8,
-        0.2,
-        16.4,
-        14.3,
-    ),
-    TableB1Row(
-        "psychlab_continuous_recognition", "psychlab_continuous_recognition", 58.3, 0.2, 29.9, 29.9
-    ),
-    TableB1Row(
-        "psychlab_sequential_comparison", "psychlab_sequential_comparison", 39.5, 0.1, 0.0, 0.0
-    ),
-    TableB1Row("psychlab_visual_search", "psychlab_visual_search", 78.5, 0.1, 0.0, 0.0),
-    TableB1Row(
-        "explore_object_locations_small", "explore_object_locations_small", 74.5, 3.6, 57.8, 62.6
-    ),
-    TableB1Row(
-        "explore_object_locations_large", "explore_object_locations_large", 65.7, 4.7, 37.0, 51.1
-    ),
-    TableB1Row(
-        "explore_obstructed_goals_small", "explore_obstructed_goals_small", 206.0, 6.8, 135.2, 188.8
-    ),
-    TableB1Row(
-        "explore_obstructed_goals_large", "explore_obstructed_goals_large", 119.5, 2.6, 39.5, 71.0
-    ),
-    TableB1Row(
-        "explore_goal_locations_small", "explore_goal_locations_small", 267.5, 7.7, 209.4, 252.5
-    ),
-    TableB1Row(
-        "explore_goal_locations_large", "explore_goal_locations_large", 194.5, 3.1, 83.1, 125.3
-    ),
-    TableB1Row("explore_object_rewards_few", "explore_object_rewards_few", 77.7, 2.1, 39.8, 43.2),
-    TableB1Row(
-        "explore_object_rewards_many", "explore_object_rewards_many", 106.7, 2.4, 58.7, 62.6
-    ),
+# Table B.1 as printed, in the printed order (the four lasertag labels permuted relative to their
+# references: module docstring).
+_TABLE_B1_PRINTED = """
+printed label                              human  random experts  impala
+rooms_collect_good_objects_test             10.0     0.1     9.0     5.8
+rooms_exploit_deferred_effects_test         85.7     8.5    15.6    11.0
+rooms_select_nonmatching_object             65.9     0.3     7.3    26.1
+rooms_watermaze                             54.0     4.1    26.9    31.1
+rooms_keys_doors_puzzle                     53.8     4.1    28.0    24.3
+language_select_described_object           389.5    -0.1   324.6   593.1
+language_select_located_object             280.7     1.9   189.0   301.7
+language_execute_random_task               254.1    -5.9   -49.9    66.8
+language_answer_quantitative_question      184.5    -0.3   219.4   264.0
+lasertag_one_opponent_large                 12.7    -0.2    -0.2     0.3
+lasertag_three_oponents_large               18.6    -0.2    -0.1     4.1
+lasertag_one_opponent_small                 18.6    -0.1    -0.1     2.5
+lasertag_three_opponents_small              31.5    -0.1    19.1    11.3
+natlab_fixed_large_map                      36.9     2.2    34.7    12.2
+natlab_varying_map_regrowth                 24.4     3.0    20.7    15.9
+natlab_varying_map_randomized               42.4     7.3    36.1    29.0
+skymaze_irreversible_path_hard             100.0     0.1    13.6    30.0
+skymaze_irreversible_path_varied           100.0    14.4    45.1    53.6
+psychlab_arbitrary_visuomotor_mapping       58.8     0.2    16.4    14.3
+psychlab_continuous_recognition             58.3     0.2    29.9    29.9
+psychlab_sequential_comparison              39.5     0.1     0.0     0.0
+psychlab_visual_search                      78.5     0.1     0.0     0.0
+explore_object_locations_small              74.5     3.6    57.8    62.6
+explore_object_locations_large              65.7     4.7    37.0    51.1
+explore_obstructed_goals_small             206.0     6.8   135.2   188.8
+explore_obstructed_goals_large             119.5     2.6    39.5    71.0
+explore_goal_locations_small               267.5     7.7   209.4   252.5
+explore_goal_locations_large               194.5     3.1    83.1   125.3
+explore_object_rewards_few                  77.7     2.1    39.8    43.2
+explore_object_rewards_many                106.7     2.4    58.7    62.6
+"""
+
+# The level whose references a printed label's row carries, where it is not the label itself.
+_LEVEL_OF_PRINTED_LABEL: dict[str, str] = {
+    "lasertag_one_opponent_large": "lasertag_one_opponent_small",
+    "lasertag_three_oponents_large": "lasertag_three_opponents_small",
+    "lasertag_one_opponent_small": "lasertag_one_opponent_large",
+    "lasertag_three_opponents_small": "lasertag_three_opponents_large",
+}
+
+
+TABLE_B1_ROWS: tuple[TableB1Row, ...] = tuple(
+    TableB1Row(label, _LEVEL_OF_PRINTED_LABEL.get(label, label), *scores)
+    for label, scores in _printed_rows(_TABLE_B1_PRINTED)
 )
 
 # Table B.1 keyed by the release's test level name (see the lasertag choice in the module docstring).

@@ -18,7 +18,9 @@ This module imports only the standard library, so environment workers and report
 
 from __future__ import annotations
 
+import csv
 import difflib
+import os
 from collections.abc import Iterable
 from typing import NamedTuple
 
@@ -205,65 +207,21 @@ HUMAN_SCORES: dict[str, float] = {
     "zaxxon": 9173.3,
 }
 
-_TABLE_C1_ROWS: dict[str, tuple[float | None, ...]] = {
-    "alien": (3197.1, 6482.1, 2344.6, 1536.05, 15962.1),
-    "amidar": (1059.4, 833.0, 136.82, 497.62, 1554.79),
-    "assault": (10777.7, 11013.5, 2116.32, 12086.86, 19148.47),
-    "asterix": (31583.0, 36238.5, 2609.0, 29692.5, 300732.0),
-    "asteroids": (34171.6, 2780.4, 2011.05, 3508.1, 108590.05),
-    "atlantis": (3433182.0, 308258.0, 460430.5, 773355.5, 849967.5),
-    "bank_heist": (1289.7, 988.7, 55.15, 1200.35, 1223.15),
-    "battle_zone": (8910.0, 61220.0, 7705.0, 13015.0, 20885.0),
-    "beam_rider": (13581.4, 8566.5, 698.36, 8219.92, 32463.47),
-    "berzerk": (927.2, 1641.4, 647.8, 888.3, 1852.7),
-    "bowling": (24.3, 75.4, 31.06, 35.73, 59.92),
-    "boxing": (1.45, 99.4, 96.63, 96.3, 99.96),
-    "breakout": (735.7, 518.4, 35.67, 640.43, 787.34),
-    "centipede": (7125.28, 3402.8, 4916.84, 5528.13, 11049.75),
-    "chopper_command": (None, 37568.0, 5036.0, 5012.0, 28255.0),
-    "crazy_climber": (150444.0, 194347.0, 115384.0, 136211.5, 136950.0),
-    "defender": (None, 113128.0, 16667.5, 58718.25, 185203.0),
-    "demon_attack": (274176.7, 100189.0, 10095.2, 107264.73, 132826.98),
-    "double_dunk": (-0.54, 11.4, -1.92, -0.35, -0.33),
-    "enduro": (0.0, 2230.1, 971.28, 0.0, 0.0),
-    "fishing_derby": (33.73, 23.2, 35.27, 32.08, 44.85),
-    "freeway": (0.0, 31.4, 21.41, 0.0, 0.0),
-    "frostbite": (None, 8042.1, 2744.15, 269.65, 317.75),
-    "gopher": (47730.8, 69135.1, 913.5, 1002.4, 66782.3),
-    "gravitar": (None, 1073.8, 282.5, 211.5, 359.5),
-    "hero": (None, 35542.2, 18818.9, 33853.15, 33730.55),
-    "ice_hockey": (-4.2, 3.4, -13.55, -5.25, 3.48),
-    "jamesbond": (490.0, 7869.2, 284.0, 440.0, 601.5),
-    "kangaroo": (3150.0, 10484.5, 8240.5, 47.0, 1632.0),
-    "krull": (9686.9, 9930.8, 10807.8, 9247.6, 8147.4),
-    "kung_fu_master": (34954.0, 59799.5, 41905.0, 42259.0, 43375.5),
-    "montezuma_revenge": (None, 2643.5, 0.0, 0.0, 0.0),
-    "ms_pacman": (None, 2724.3, 3415.05, 6501.71, 7342.32),
-    "name_this_game": (None, 9907.2, 5719.3, 6049.55, 21537.2),
-    "phoenix": (133433.7, 40092.2, 7486.5, 33068.15, 210996.45),
-    "pitfall": (-1.1, -3.5, -1.22, -11.14, -1.66),
-    "pong": (20.9, 20.7, 8.58, 20.4, 20.98),
-    "private_eye": (None, 15177.1, 0.0, 92.42, 98.5),
-    "qbert": (23151.5, 22956.5, 10717.38, 18901.25, 351200.12),
-    "riverraid": (17762.8, 16608.3, 2850.15, 17401.9, 29608.05),
-    "road_runner": (53446.0, 71168.0, 24435.5, 37505.0, 57121.0),
-    "robotank": (16.5, 68.5, 9.94, 2.3, 12.96),
-    "seaquest": (1776.0, 8425.8, 844.6, 1716.9, 1753.2),
-    "skiing": (None, -10753.4, -8988.0, -29975.0, -10180.38),
-    "solaris": (2368.6, 2760.0, 1160.4, 2368.4, 2365.0),
-    "space_invaders": (19723.0, 2448.6, 199.65, 1726.28, 43595.78),
-    "star_gunner": (82920.0, 70038.0, 1855.5, 69139.0, 200625.0),
-    "surround": (None, 6.7, -8.51, -8.13, 7.56),
-    "tennis": (None, 23.3, -8.12, -1.89, 0.55),
-    "time_pilot": (22286.0, 19401.0, 3747.5, 6617.5, 48481.5),
-    "tutankham": (314.3, 272.6, 105.22, 267.82, 292.11),
-    "up_n_down": (436665.8, 64354.2, 82155.3, 273058.1, 332546.75),
-    "venture": (None, 1597.5, 1.0, 0.0, 0.0),
-    "video_pinball": (100496.6, 469366.0, 20125.14, 228642.52, 572898.27),
-    "wizard_of_wor": (702.0, 13170.5, 2106.0, 4203.0, 9157.5),
-    "yars_revenge": (125169.0, 102760.0, 14739.41, 80530.13, 84231.14),
-    "zaxxon": (17448.0, 25215.5, 6497.0, 1148.5, 32935.5),
-}
+# Table C.1 as printed, one game a row, the agents' columns in `TABLE_C1_AGENTS`' order.
+TABLE_C1_CSV = os.path.join(os.path.dirname(os.path.abspath(__file__)), "table_c1.csv")
+
+
+def _table_c1_rows(path: str) -> dict[str, tuple[float | None, ...]]:
+    """`{game: scores}` of the printed table in the CSV file `path` (N/A: None)."""
+    with open(path, newline="") as f:
+        lines = list(csv.reader(f))
+    return {
+        game: tuple(None if cell == "N/A" else float(cell) for cell in cells)
+        for game, *cells in lines[1:]
+    }
+
+
+_TABLE_C1_ROWS = _table_c1_rows(TABLE_C1_CSV)
 
 TABLE_C1_AGENTS: tuple[str, ...] = (
     "ACKTR",
