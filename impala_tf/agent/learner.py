@@ -28,6 +28,7 @@ is the only place that slices and shifts time.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Mapping
 from typing import Any, NamedTuple
@@ -118,6 +119,18 @@ def compute_loss(
     learner_outputs, _ = agent.unroll(
         batch.agent_outputs.action, batch.env_outputs, batch.agent_state
     )
+    return loss_from_outputs(learner_outputs, batch, config, popart_statistics)
+
+
+def loss_from_outputs(
+    learner_outputs: structures.AgentOutput,
+    batch: structures.Trajectory,
+    config: LearnerConfig,
+    popart_statistics: popart_lib.PopArt | None = None,
+) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
+    """`compute_loss` after the agent's re-run: V-trace (or the configured correction) and the
+    losses on the learner's outputs `[T+1, B, ...]` over the time-major `batch` (steps 2-5 of the
+    module docstring; `impala_tf.benchmark` times them alone)."""
     if popart_statistics is not None:
         return popart_loss(learner_outputs, batch, config, popart_statistics)
     aligned = align(batch, learner_outputs)
@@ -322,6 +335,9 @@ class Learner(tf.Module):
     linearly to zero over the frames (`anneal_learning_rate`, the release's schedule) or used as
     is (a population-based-training member, Figure F.1). Gradient clipping is on when the
     configuration's threshold is > 0; the threshold itself is live.
+
+    `device` (without a strategy): the device the update and the optimiser's slots are placed on
+    (`impala_tf.run.placement`: the GPU when one is visible); None: TensorFlow's default placement.
     """
 
     def __init__(
@@ -333,8 +349,12 @@ class Learner(tf.Module):
         name: str = "learner",
         jit_compile: bool = False,
         anneal_learning_rate: bool = True,
+        device: str | None = None,
     ):
         super().__init__(name=name)
+        if device is not None and strategy is not None:
+            raise ValueError("a learner with a strategy is placed by it: pass no device")
+        self.device = device
         self.agent = agent
         self.config = config
         self.num_action_repeats = num_action_repeats
@@ -371,12 +391,17 @@ class Learner(tf.Module):
         """Creates the agent's and the optimiser's variables (eagerly, before the first step)."""
         if self._built:
             return
-        time_major = to_time_major(batch)
-        self.agent.unroll(
-            time_major.agent_outputs.action, time_major.env_outputs, time_major.agent_state
-        )
-        self.optimizer.build(self.agent.trainable_variables)
+        with self._placed():
+            time_major = to_time_major(batch)
+            self.agent.unroll(
+                time_major.agent_outputs.action, time_major.env_outputs, time_major.agent_state
+            )
+            self.optimizer.build(self.agent.trainable_variables)
         self._built = True
+
+    def _placed(self) -> contextlib.AbstractContextManager:
+        """The scope of the learner's `device` (nothing when None)."""
+        return tf.device(self.device) if self.device else contextlib.nullcontext()
 
     def learning_rate(self) -> tf.Tensor:
         """This update's learning rate (float32): annealed linearly, or the live value as is."""
@@ -421,15 +446,16 @@ class Learner(tf.Module):
         With experience replay (section 5.2.2) only `num_fresh` of the B trajectories are new from
         the actors: the frame counter counts their frames alone (None: all B are new).
         """
-        if self._strategy is None:
-            gradients, logs = self._local_gradients(batch)
-            frames = self._frames(batch)
-        else:
-            gradients, logs, frames = self._all_reduced_gradients(batch)
-        if num_fresh is not None:  # frames = B x T x repeats (x learners): keep the fresh share.
-            batch_size = tf.shape(batch.env_outputs.reward, out_type=tf.int64)[0]
-            frames = frames // batch_size * num_fresh
-        return self._apply(gradients, logs, frames)
+        with self._placed():
+            if self._strategy is None:
+                gradients, logs = self._local_gradients(batch)
+                frames = self._frames(batch)
+            else:
+                gradients, logs, frames = self._all_reduced_gradients(batch)
+            if num_fresh is not None:  # frames = B x T x repeats (x learners): the fresh share.
+                batch_size = tf.shape(batch.env_outputs.reward, out_type=tf.int64)[0]
+                frames = frames // batch_size * num_fresh
+            return self._apply(gradients, logs, frames)
 
     def _frames(self, batch: structures.Trajectory) -> tf.Tensor:
         """B x T x action repeats for a batch-major `[B, T+1, ...]` batch (int64)."""

@@ -7,9 +7,10 @@ Usage::
 
 Sections: (a) the learner's update on synthetic batches, (b) end-to-end runs of a learner fed by
 actor processes, (c) one actor over E environment workers, (d) V-trace alone, (e) the trajectory
-transport, (f) peak memory of each process. With (a), the machine's float32 peak (derived and
-measured, `peak`) and each update's achieved FLOP/s (`flops`); with (b), each run's bound from its
-stages' CPU seconds per frame (`bound`). Frames are environment frames (agent steps x action
+transport, (f) peak memory of each process, and `stages`: where a frame's time goes, each
+stage's CPU cost per frame and share of the bound, shallow and deep (`breakdown`). With (a), the
+machine's float32 peak (derived and measured, `peak`) and each update's achieved FLOP/s
+(`flops`); with (b), each run's bound from its stages' CPU seconds per frame (`bound`). Frames are environment frames (agent steps x action
 repeats, paper Table 1 footnote). The JSON follows the schema of `impala_tf.reports.throughput`
 and adds `sections` and `ratios`.
 

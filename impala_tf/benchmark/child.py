@@ -6,7 +6,9 @@ Roles (`spec["role"]`):
 - `actor`: one actor of an end-to-end run, `impala_tf.run.runtime.run_actor` (`end_to_end.actor_main`);
 - `end_to_end`: the learner of an end-to-end run in a fresh process (`end_to_end.learner_main`);
 - `matmul_peak`: a large float32 matmul with a given thread count (`peak.matmul_main`);
-- `stage_costs`: the CPU seconds per frame of env stepping and inference (`bound.stage_costs_main`).
+- `stage_costs`: the CPU seconds per frame of env stepping and inference (`bound.stage_costs_main`);
+- `stage_breakdown`: one side's (actor or learner) CPU seconds per frame of each stage
+  (`breakdown.main`).
 
 `spec["cpus"]` (optional) pins the child, and every process it starts, to those CPUs. Each child
 applies its run's `--malloc_keep_mb` (`impala_tf.run.allocator`; the runtime's default otherwise).
@@ -50,4 +52,8 @@ def main(spec: dict[str, Any]) -> int:
         from impala_tf.benchmark import bound
 
         return bound.stage_costs_main(spec)
+    if role == "stage_breakdown":
+        from impala_tf.benchmark import breakdown
+
+        return breakdown.main(spec)
     raise ValueError(f"unknown child role {role!r}")

@@ -71,6 +71,12 @@ class Sizes:
     peak_matmul_calls: int = 8
     # End-to-end runs with the learner and the actors on separate halves of the CPUs.
     dedicated_runs: tuple[dict[str, Any], ...] = ()
+    # Section `stages` (`breakdown`): run descriptions, actor unrolls and learner calls timed per
+    # round, rounds (medians).
+    stage_runs: tuple[dict[str, Any], ...] = ()
+    stage_unrolls: int = 3
+    stage_steps: int = 3
+    stage_rounds: int = 3
 
     @staticmethod
     def full() -> Sizes:
@@ -102,6 +108,8 @@ class Sizes:
             e2e_ceiling_steps=2,
             # The learner alone on one half of the CPUs, the actors on the other half.
             dedicated_runs=({**deep, "envs": 8},),
+            # Where a frame's time goes, shallow and deep, on README's Pong configuration.
+            stage_runs=(pong, {**pong, "agent": "deep"}),
         )
 
     @staticmethod
@@ -137,6 +145,13 @@ class Sizes:
                     level="seekavoid_arena_01", agent="deep", actors=1, envs=4, batch=4, unroll=20
                 ),
             ),
+            stage_runs=tuple(
+                dict(level="atari/pong", agent=agent, actors=1, envs=4, batch=8, unroll=20)
+                for agent in ("shallow", "deep")
+            ),
+            stage_unrolls=2,
+            stage_steps=2,
+            stage_rounds=2,
         )
 
 
@@ -218,11 +233,21 @@ def synthetic_trajectories(
 ) -> Any:
     """A batch-major numpy `Trajectory` `[B, T+1, ...]` with random content of the given shapes."""
     _, num_actions, _, use_instruction = shapes(kind)
+    specs = trajectory_specs(kind, agent, unroll_length)
+    batch = random_batch(specs, batch_size, num_actions, use_instruction, seed)
+    assert batch.env_outputs.reward.shape == (batch_size, unroll_length + 1)
+    return batch
+
+
+def random_batch(
+    specs: Any, batch_size: int, num_actions: int, use_instruction: bool = False, seed: int = 0
+) -> Any:
+    """A batch-major numpy nest `[B, ...]` of `specs` (`structures.ArraySpec` leaves) with random
+    content: uint8 pixels, 1 % of `done`, actions below `num_actions`, `INSTRUCTION` strings."""
     rng = np.random.default_rng(seed)
-    b, t1 = batch_size, unroll_length + 1
 
     def fill(spec: structures.ArraySpec) -> np.ndarray:
-        shape = (b,) + tuple(spec.shape)
+        shape = (batch_size,) + tuple(spec.shape)
         dtype = np.dtype(spec.dtype)
         if dtype == np.object_:
             text = INSTRUCTION if (use_instruction and spec.name == "instruction") else b"bench"
@@ -237,9 +262,7 @@ def synthetic_trajectories(
             return rng.integers(0, 100, shape).astype(dtype)
         return rng.standard_normal(shape).astype(dtype)
 
-    batch = tree.map_structure(fill, trajectory_specs(kind, agent, unroll_length))
-    assert batch.env_outputs.reward.shape == (b, t1)
-    return batch
+    return tree.map_structure(fill, specs)
 
 
 def to_tensors(nest: Any) -> Any:

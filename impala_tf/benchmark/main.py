@@ -16,10 +16,10 @@ from typing import Any
 
 from impala_tf import benchmark
 from impala_tf.base import configs
-from impala_tf.benchmark import common, end_to_end, flops, peak, report, stages
+from impala_tf.benchmark import breakdown, common, end_to_end, flops, peak, report, stages
 from impala_tf.run import allocator
 
-SECTIONS = ("update", "vtrace", "actor", "transport", "e2e")
+SECTIONS = ("update", "vtrace", "actor", "transport", "e2e", "stages")
 
 
 def run_benchmark(sizes: common.Sizes, sections: Sequence[str] = SECTIONS) -> dict[str, Any]:
@@ -92,6 +92,14 @@ def run_benchmark(sizes: common.Sizes, sections: Sequence[str] = SECTIONS) -> di
             r = end_to_end.bench_end_to_end_in_child(run, sizes, cpus)
             out["end_to_end_dedicated"].append(r)
             print(report.format_end_to_end(r), flush=True)
+    if "stages" in sections:
+        out["stages"] = []
+        for run in sizes.stage_runs:
+            r = breakdown.bench_stages(
+                run, sizes.stage_unrolls, sizes.stage_steps, sizes.stage_rounds
+            )
+            out["stages"].append(r)
+            print(breakdown.format_stages(r), flush=True)
     data["ratios"] = report.compute_ratios(out)
     data["results"] = report.paper_rows(data)
     data["machine"]["load_average_end"] = [round(x, 2) for x in os.getloadavg()]

@@ -12,6 +12,7 @@ Scripts (each a `main` with argparse; Python + matplotlib, TensorFlow only where
 - `python -m impala_tf.reports.bars RESULTS.json`: per-level human-normalised test scores against the
   paper's (Table B.1, Table C.1).
 - `python -m impala_tf.reports.throughput BENCHMARK.json`: a Table-1-style throughput table.
+- `python -m impala_tf.reports.stages BENCHMARK.json`: where a frame's time goes, stage by stage.
 - `python -m impala_tf.reports.pbt PBT_DIR`: a population-based-training run's fitness, best lineage
   and hyperparameter schedules (appendix F, Figure F.1).
 - `python -m impala_tf.reports.table2 RUNS_DIR`: Table 2 (section 5.2.2) from the runs of
