@@ -43,7 +43,19 @@ def test_the_distribution_declares_exactly_the_pinned_requirements():
     with open(os.path.join(REPO, "requirements.txt")) as f:
         pinned = [line.strip() for line in f if line.strip() and not line.startswith("#")]
     declared = importlib.metadata.requires(DISTRIBUTION) or []
-    assert sorted(declared) == sorted(pinned)
+    # The extras (`[gpu]`) are declared with an `extra == ...` marker: not installed by default.
+    assert sorted(r for r in declared if "extra ==" not in r) == sorted(pinned)
+
+
+def test_the_gpu_extra_is_tensorflows_cuda_build_at_the_pinned_version():
+    import tomllib
+
+    with open(os.path.join(REPO, "pyproject.toml"), "rb") as f:
+        extras = tomllib.load(f)["project"]["optional-dependencies"]
+    with open(os.path.join(REPO, "requirements.txt")) as f:
+        (tensorflow,) = [line.strip() for line in f if line.startswith("tensorflow==")]
+    version = tensorflow.split("==", 1)[1]
+    assert extras["gpu"] == [f"tensorflow[and-cuda]=={version}"]
 
 
 @pytest.mark.timeout(180)

@@ -116,10 +116,11 @@ def actor_side_main(spec: dict[str, Any]) -> int:
     import psutil
 
     from impala_tf.agent import actor as actor_lib
-    from impala_tf.run import builders, runtime
+    from impala_tf.run import builders, placement, runtime
 
     config = _config(spec)
     runtime._limit_tf_threads(config.runtime.actor_tf_threads)
+    placement.keep_on_cpu()  # As the run's actors.
     parts = builders.run_parts(config)
     levels = parts.actor_levels(0)
     seeds = [builders.environment_seed(config, 0, j) for j in range(len(levels))]

@@ -13,6 +13,7 @@
   the episode log, progress and TensorBoard (`bookkeeping.Books`, the learner hook that keeps them).
 - `evaluation`, `videos`: `--mode=test`, per-level evaluation, results JSON and videos.
 - `allocator`: glibc malloc thresholds for the run's processes.
+- `placement`: the learner's update on the GPU when one is visible, the actors on the CPU.
 
 Floor 4 of `tests/test_imports.py`: these import the agent, the environments, the maths, the
 foundation and the data; never the studies of many runs (PBT's member hook reaches
