@@ -148,5 +148,33 @@ def test_bfloat16_torso_is_opt_in_and_keeps_float32_weights_and_gradients():
     # bfloat16 has 8 significant bits: close to the float32 torso, not equal.
     expected = default(frame)
     assert float(tf.norm(out - expected) / tf.norm(expected)) < 0.05
-    with pytest.raises(ValueError, match="deep torso only"):
-        networks.make_agent("shallow", 6, False, False, atari=True, torso_dtype="bfloat16")
+    with pytest.raises(ValueError, match="compute_dtype"):
+        networks.make_agent("shallow", 6, False, False, atari=True, torso_dtype="float16")
+
+
+@pytest.mark.parametrize(
+    "torso_class, frame_shape",
+    [
+        (networks.AtariShallowTorso, common.ATARI_FRAME),
+        (networks.ShallowTorso, common.DMLAB_FRAME),
+    ],
+)
+def test_bfloat16_shallow_torsos_keep_float32_weights_and_stay_close(torso_class, frame_shape):
+    frame = tf.cast(tf.random.uniform((3,) + frame_shape, 0, 256, tf.int32, seed=5), tf.uint8)
+    default = torso_class()
+    assert default.compute_dtype == "float32"
+    expected = default(frame)
+    fast = torso_class(compute_dtype="bfloat16")
+    fast(frame)
+    for mine, theirs in zip(fast.trainable_variables, default.trainable_variables, strict=True):
+        assert mine.dtype == tf.float32 and mine.shape == theirs.shape
+        mine.assign(theirs)
+    with tf.GradientTape() as tape:
+        out = fast(frame)
+        total = tf.reduce_sum(out)
+    assert out.dtype == tf.float32
+    gradients = tape.gradient(total, fast.trainable_variables)
+    assert all(g is not None and g.dtype == tf.float32 for g in gradients)
+    # The convolutions ran in bfloat16 (8 significant bits): close to float32, not equal.
+    difference = float(tf.norm(out - expected) / tf.norm(expected))
+    assert 0.0 < difference < 0.05

@@ -41,7 +41,7 @@ NUM_HASH_BUCKETS = 1000  # Instruction token hash buckets (release `Agent._instr
 WORD_EMBEDDING_SIZE = 20  # snt.Embed(1000, 20) (release `Agent._instruction`).
 LANGUAGE_HIDDEN_SIZE = 64  # LSTMBlockCell(64, name="language_lstm") (release).
 TORSOS = ("deep", "shallow", "atari_shallow")
-TORSO_DTYPES = ("float32", "bfloat16")  # The deep torso's compute dtype (bfloat16: opt-in).
+TORSO_DTYPES = ("float32", "bfloat16")  # The torsos' compute dtype (bfloat16: opt-in).
 
 
 class LSTMState(NamedTuple):
@@ -204,13 +204,13 @@ def _call(module: snt.Module, x: tf.Tensor) -> tf.Tensor:
 
 
 def _bfloat16_conv(conv: snt.Conv2D, x: tf.Tensor) -> tf.Tensor:
-    """`conv` (3x3, stride 1, SAME) on bfloat16 `x` with bfloat16 copies of its float32 weights.
+    """`conv` (its stride and padding) on bfloat16 `x` with bfloat16 copies of its float32 weights.
 
     The first call creates the float32 variables (Sonnet creates them in the input's dtype).
     """
     if not hasattr(conv, "w"):
         conv(tf.zeros([1] + x.shape[1:].as_list(), tf.float32))
-    y = tf.nn.conv2d(x, tf.cast(conv.w, x.dtype), strides=1, padding="SAME")
+    y = tf.nn.conv2d(x, tf.cast(conv.w, x.dtype), strides=conv.stride, padding=conv.conv_padding)
     return tf.nn.bias_add(y, tf.cast(conv.b, x.dtype))
 
 
@@ -218,16 +218,25 @@ class _ConvTorso(snt.Module):
     """A stack of VALID convolutions with ReLUs, flatten, Linear 256, ReLU: the shallow torsos.
 
     A subclass builds `self._convs` (the `snt.Conv2D`s, in order) and `self._linear`.
+    `compute_dtype="bfloat16"` (opt-in, as `ResNetTorso`'s): the convolutions and their ReLUs run
+    in bfloat16 on bfloat16 copies of the float32 weights; the Linear 256 runs in float32.
     """
 
     _convs: list[snt.Conv2D]
     _linear: snt.Linear
+    compute_dtype: str = "float32"
 
     def __call__(self, frame: tf.Tensor) -> tf.Tensor:
         """Args: frame: uint8 `[N, H, W, C]`. Returns: float32 `[N, 256]`."""
         x = _frame_to_float(frame)
-        for conv in self._convs:
-            x = tf.nn.relu(conv(x))
+        if self.compute_dtype == "float32":
+            for conv in self._convs:
+                x = tf.nn.relu(conv(x))
+        else:
+            x = tf.cast(x, tf.bfloat16)
+            for conv in self._convs:
+                x = tf.nn.relu(_bfloat16_conv(conv, x))
+            x = tf.cast(x, tf.float32)
         return tf.nn.relu(self._linear(snt.Flatten()(x)))
 
 
@@ -243,8 +252,9 @@ class ShallowTorso(_ConvTorso):
     branch). See docs/networks.md.
     """
 
-    def __init__(self, name: str | None = "shallow_torso"):
+    def __init__(self, name: str | None = "shallow_torso", compute_dtype: str = "float32"):
         super().__init__(name=name)
+        self.compute_dtype = _checked_dtype(compute_dtype)
         self._convs = [
             snt.Conv2D(16, 8, stride=4, padding="VALID", name="conv_0"),
             snt.Conv2D(32, 4, stride=2, padding="VALID", name="conv_1"),
@@ -262,8 +272,9 @@ class AtariShallowTorso(_ConvTorso):
     paper's text nor the release gives the filter sizes, so this is a plausible guess, not a copy.
     """
 
-    def __init__(self, name: str | None = "atari_shallow_torso"):
+    def __init__(self, name: str | None = "atari_shallow_torso", compute_dtype: str = "float32"):
         super().__init__(name=name)
+        self.compute_dtype = _checked_dtype(compute_dtype)
         self._convs = [
             snt.Conv2D(32, 8, stride=4, padding="VALID", name="conv_0"),
             snt.Conv2D(64, 4, stride=2, padding="VALID", name="conv_1"),
@@ -349,15 +360,19 @@ class InstructionEncoder(snt.Module):
         return self.encode(tokenize_instructions(instructions))
 
 
+def _checked_dtype(compute_dtype: str) -> str:
+    if compute_dtype not in TORSO_DTYPES:
+        raise ValueError(f"compute_dtype={compute_dtype!r}; expected one of {TORSO_DTYPES}")
+    return compute_dtype
+
+
 def _make_torso(torso: str, torso_dtype: str = "float32") -> snt.Module:
-    if torso_dtype != "float32" and torso != "deep":
-        raise ValueError(f"torso_dtype={torso_dtype!r} is implemented for the deep torso only")
     if torso == "deep":
         return ResNetTorso(compute_dtype=torso_dtype)
     if torso == "shallow":
-        return ShallowTorso()
+        return ShallowTorso(compute_dtype=torso_dtype)
     if torso == "atari_shallow":
-        return AtariShallowTorso()
+        return AtariShallowTorso(compute_dtype=torso_dtype)
     raise ValueError(f"torso={torso!r}; expected one of {TORSOS}")
 
 
@@ -396,8 +411,8 @@ class Agent(snt.Module):
           num_values: outputs of the baseline head: 1 (IMPALA), or one normalised value per task
             (PopArt, `impala_tf.maths.popart`), the baseline then being `[..., num_values]`.
           name: module name.
-          torso_dtype: the deep torso's compute dtype, `float32` (default) or `bfloat16` (opt-in
-            speed option; see `ResNetTorso`).
+          torso_dtype: the torso's compute dtype, `float32` (default) or `bfloat16` (opt-in
+            speed option; see `ResNetTorso` and the shallow torsos).
         """
         super().__init__(name=name)
         self.num_actions = num_actions
@@ -567,7 +582,7 @@ def make_agent(
       use_instruction: DMLab language branch.
       atari: picks the three-convolution shallow torso for `shallow`.
       num_values: baseline outputs (PopArt: one per task; see `Agent`).
-      torso_dtype: the deep torso's compute dtype (`float32`; `bfloat16` opt-in, see `Agent`).
+      torso_dtype: the torso's compute dtype (`float32`; `bfloat16` opt-in, see `Agent`).
 
     Raises:
       ValueError: for an unknown agent name.

@@ -110,9 +110,9 @@ class AgentConfig:
     num_actions: int = setting(0, "Number of actions (from the environment).", flag=False)
     torso_dtype: str = setting(
         "float32",
-        "Compute dtype of the deep agent's convolutions: float32 (the paper's) or bfloat16 (opt-in "
-        "speed option for CPUs with bfloat16 dot products; weights and gradients stay float32; "
-        "BENCHMARKS.md).",
+        "Compute dtype of the torso's convolutions (deep and shallow agents, learner and actors): "
+        "float32 (the paper's) or bfloat16 (opt-in speed option for CPUs with bfloat16 dot "
+        "products; weights, gradients, V-trace, losses and RMSProp stay float32; BENCHMARKS.md).",
         choices=("float32", "bfloat16"),
     )
 
@@ -566,8 +566,6 @@ def validate(config: Config) -> Config:
     if config.learner.epsilon <= 0:
         raise ValueError(f"epsilon must be > 0, got {config.learner.epsilon}")
     _check_atari_backend(config.env)
-    if config.agent.torso_dtype != "float32" and config.agent.agent != "deep":
-        raise ValueError(f"torso_dtype={config.agent.torso_dtype!r} needs agent=deep")
     _check_replay(config.learner)
     if config.learner.popart_sigma_min >= config.learner.popart_sigma_max:
         raise ValueError(

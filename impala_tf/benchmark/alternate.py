@@ -1,13 +1,13 @@
-"""Alternating A/B of the deep agent's learner update: float32 against the opt-in bfloat16 torso.
+"""Alternating A/B of an agent's learner update: float32 against the opt-in bfloat16 torso.
 
-The networks are the paper's (section 5, Figure 3); `ResNetTorso(compute_dtype="bfloat16")` is
-a speed option, not the paper's numerics. Both learners live in one process, start from the same
+The networks are the paper's (section 5, Figure 3; the deep agent by default, `--agent=shallow`
+for the shallow one); `compute_dtype="bfloat16"` is a speed option, not the paper's numerics. Both learners live in one process, start from the same
 weights and are timed in turn on the same synthetic batch (A B A B ...), so that a shared or
 drifting machine slows both alike; each update's wall and process CPU seconds are kept, and the
 medians and their ratios printed::
 
-    python -m impala_tf.benchmark.alternate [--shapes=atari] [--batch=32] [--unroll=20]
-        [--rounds=6] [--dtypes=float32,bfloat16]
+    python -m impala_tf.benchmark.alternate [--agent=deep] [--shapes=atari] [--batch=32]
+        [--unroll=20] [--rounds=6] [--dtypes=float32,bfloat16]
 """
 
 from __future__ import annotations
@@ -24,12 +24,17 @@ from impala_tf.benchmark import common, flops, peak
 
 
 def alternate(
-    kind: str, batch_size: int, unroll_length: int, rounds: int, dtypes: Sequence[str]
+    kind: str,
+    batch_size: int,
+    unroll_length: int,
+    rounds: int,
+    dtypes: Sequence[str],
+    agent_name: str = "deep",
 ) -> dict[str, dict[str, Any]]:
     """Per dtype: the wall and CPU seconds of each of `rounds` updates, timed in turn."""
     batch, learners = None, {}
     for dtype in dtypes:
-        agent = common.make_bench_agent("deep", kind, dtype)
+        agent = common.make_bench_agent(agent_name, kind, dtype)
         if batch is None:
             batch = common.to_tensors(
                 common.synthetic_trajectories(kind, agent, batch_size, unroll_length)
@@ -56,11 +61,15 @@ def alternate(
 
 
 def format_results(
-    results: dict[str, dict[str, Any]], kind: str, batch_size: int, unroll_length: int
+    results: dict[str, dict[str, Any]],
+    kind: str,
+    batch_size: int,
+    unroll_length: int,
+    agent_name: str = "deep",
 ) -> list[str]:
     """One line per dtype: medians, achieved FLOP/s and the ratios to the first dtype."""
     tokens = len(common.INSTRUCTION.split())
-    update_flops = flops.bench_agent_flops("deep", kind, tokens).update_flops(
+    update_flops = flops.bench_agent_flops(agent_name, kind, tokens).update_flops(
         batch_size, unroll_length
     )
     base = next(iter(results.values()))
@@ -71,7 +80,7 @@ def format_results(
         wall = statistics.median(r["wall_seconds"])
         cpu = statistics.median(r["cpu_seconds"])
         lines.append(
-            f"deep {kind} B={batch_size} T={unroll_length} {dtype}: median {wall:.3f} s wall "
+            f"{agent_name} {kind} B={batch_size} T={unroll_length} {dtype}: median {wall:.3f} s wall "
             f"({update_flops / wall / 1e9:.1f} GFLOP/s), {cpu:.3f} CPU s; ratio to "
             f"{next(iter(results))}: wall {wall / base_wall:.3f}, CPU {cpu / base_cpu:.3f}; "
             f"walls {[round(x, 3) for x in r['wall_seconds']]}"
@@ -81,6 +90,7 @@ def format_results(
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m impala_tf.benchmark.alternate")
+    parser.add_argument("--agent", default="deep", choices=("deep", "shallow"))
     parser.add_argument("--shapes", default="atari", choices=("atari", "dmlab"))
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--unroll", type=int, default=20)
@@ -91,8 +101,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"cpu: {info.model_name}; {peak.microarchitecture(info)[0]}; flags: ", end="")
     print(" ".join(sorted(info.flags & peak.ISA_FLAGS)), flush=True)
     dtypes = args.dtypes.split(",")
-    results = alternate(args.shapes, args.batch, args.unroll, args.rounds, dtypes)
-    for line in format_results(results, args.shapes, args.batch, args.unroll):
+    results = alternate(args.shapes, args.batch, args.unroll, args.rounds, dtypes, args.agent)
+    for line in format_results(results, args.shapes, args.batch, args.unroll, args.agent):
         print(line)
     return 0
 
