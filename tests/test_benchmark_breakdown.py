@@ -41,6 +41,7 @@ def _raw(**overrides: float) -> dict[str, list[float]]:
         forward=40e-6,
         vtrace=4e-6,
         gradients=120e-6,
+        optimiser=20e-6,
         update=140e-6,
         parameter_refresh=2e-6,
     )
@@ -62,26 +63,24 @@ def _check_row(row: dict, cpus: int) -> None:
         assert s["share"] == pytest.approx(s["cpu_us_per_frame"] / total)
     assert row["cpus"] == cpus
     assert row["bound_frames_per_second"] == pytest.approx(cpus / (total * 1e-6))
-    # The three-stage bound leaves out transport, decode, copies and refresh: it is not lower.
-    assert row["three_stage_bound_frames_per_second"] >= row["bound_frames_per_second"] * 0.999
+    assert math.isfinite(row["three_stage_bound_frames_per_second"])
+    assert row["three_stage_bound_frames_per_second"] > 0
 
 
-def test_learner_stages_are_the_update_split_into_its_parts():
+def test_learner_stages_are_the_medians_and_backward_the_gradients_rest():
     costs = breakdown.learner_stage_costs(_raw(), _config())
     seconds = costs["cpu_seconds_per_frame"]
     assert list(seconds) == list(breakdown.LEARNER_STAGES)
+    assert seconds["forward"] == pytest.approx(40e-6)  # The middle of three rounds.
     assert seconds["backward"] == pytest.approx(120e-6 - 40e-6 - 4e-6)
-    assert seconds["optimiser"] == pytest.approx(140e-6 - 120e-6)
-    # forward + vtrace + backward + optimiser = the whole update.
-    parts = sum(seconds[s] for s in ("forward", "vtrace", "backward", "optimiser"))
-    assert parts == pytest.approx(costs["update_cpu_seconds_per_frame"])
+    assert seconds["optimiser"] == pytest.approx(20e-6)
+    assert costs["update_cpu_seconds_per_frame"] == pytest.approx(140e-6)
     assert costs["rounds"] == 3
 
 
-def test_negative_differences_are_floored_and_kept_raw():
-    # An update measured cheaper than its gradients (noise): optimiser floored at 0.
-    costs = breakdown.learner_stage_costs(_raw(update=110e-6, gradients=30e-6), _config())
-    assert costs["cpu_seconds_per_frame"]["optimiser"] == pytest.approx(80e-6)
+def test_a_negative_difference_is_floored_and_kept_raw():
+    # Gradients measured cheaper than forward + vtrace (noise): backward floored at 0.
+    costs = breakdown.learner_stage_costs(_raw(gradients=30e-6), _config())
     assert costs["cpu_seconds_per_frame"]["backward"] == 0.0
     assert costs["differences"]["backward"] == pytest.approx(30e-6 - 44e-6)
     row = breakdown.combine(RUN, _actor(), costs, 2)

@@ -15,14 +15,16 @@ theirs too) per environment frame of each stage, medians over `rounds`:
   and `dequeue_many`, both ends in one process), `decode` (the dequeued numpy to the update's
   tensors, frame stacks rebuilt: `runtime.training_tensors`), `forward` (the agent's re-run over
   T+1 steps), `vtrace` (`learner.loss_from_outputs`: V-trace and the losses), `backward` (the
-  gradients' cost minus forward and vtrace), `optimiser` (`Learner.train_step` minus the
-  gradients: clipping, checks, RMSProp) and `parameter_refresh` (the learner's `publish` per
-  update plus one actor's fetch and assignment per unroll).
+  gradients' cost minus forward and vtrace), `optimiser` (what `Learner.train_step` does after
+  the gradients: clipping, the finiteness check, RMSProp's step, on fixed gradients) and
+  `parameter_refresh` (the learner's `publish` per update plus one actor's fetch and assignment
+  per unroll).
 
-`backward` and `optimiser` are differences of two timings; each is floored at 0 (the raw value is
-kept) so that the shares stay fractions. The bound (`bound_frames_per_second`): N CPUs buy
-N / (sum of the stages' CPU seconds per frame) frames/s, the stages perfectly overlapped; a
-stage's `share` is its part of that sum (the shares add up to 1). `three_stage_bound` is
+`backward` is a difference of timings, floored at 0 (the raw value is kept) so that the shares
+stay fractions; the whole update (`update_cpu_us_per_frame`) is measured beside the stages. The
+bound (`bound_frames_per_second`): N CPUs buy N / (sum of the stages' CPU seconds per frame)
+frames/s, the stages perfectly overlapped; a stage's `share` is its part of that sum (the shares
+add up to 1). `three_stage_bound` is
 `impala_tf.benchmark.bound`'s model (environment, inference, the whole update) on the same
 figures. See docs/benchmark.md.
 """
@@ -50,7 +52,7 @@ STAGES = (
 )
 ACTOR_STAGES = STAGES[:3]
 LEARNER_STAGES = STAGES[3:]
-DIFFERENCES = ("backward", "optimiser")  # Stages timed as the difference of two timings.
+DIFFERENCES = ("backward",)  # Stages timed as the difference of two timings.
 
 
 def _median(values: list[float]) -> float:
@@ -175,6 +177,7 @@ def learner_side_main(spec: dict[str, Any]) -> int:
 
     from impala_tf.agent import learner as learner_lib
     from impala_tf.benchmark import common
+    from impala_tf.maths import optimizers
     from impala_tf.run import builders, runtime, transport
     from impala_tf.run import cluster as cluster_lib
 
@@ -199,7 +202,23 @@ def learner_side_main(spec: dict[str, Any]) -> int:
 
     outputs = forward(tensors)
     losses = tf.function(lambda o, tm: learner_lib.loss_from_outputs(o, tm, lc)[0])
-    gradients = tf.function(lambda batch: learner.compute_gradients(batch)[0])
+    # One scalar out: copying every gradient out would cost about as much as the optimiser.
+    gradients = tf.function(
+        lambda batch: tf.linalg.global_norm(learner.compute_gradients(batch)[0])
+    )
+    variables = agent.trainable_variables
+    some_gradients = tf.function(lambda batch: learner.compute_gradients(batch)[0])(tensors)
+
+    @tf.function
+    def optimiser(grads: list[tf.Tensor]) -> tf.Tensor:
+        """What `Learner.train_step` does after the gradients: clipping, the finiteness check,
+        the annealed learning rate and RMSProp's step."""
+        clipped, norm = optimizers.clip_gradients(grads, lc.grad_norm_clipping)
+        rate = learner.learning_rate()
+        finite = learner.optimizer.update_is_finite(clipped, variables, rate)
+        with tf.control_dependencies([finite]):
+            learner.optimizer.apply(clipped, variables, rate)
+        return norm
 
     cluster = cluster_lib.local_cluster(1)
     server = transport.start_learner_server(cluster, 0)
@@ -208,7 +227,6 @@ def learner_side_main(spec: dict[str, Any]) -> int:
     param_specs = builders.parameter_specs(agent)
     store = transport.ParameterStore(server, param_specs, 0)
     params = transport.ParameterClient(cluster.learner_target(0), param_specs, 0)
-    variables = agent.trainable_variables
     trajectories = [tree.map_structure(lambda x, i=i: x[i], wire) for i in range(b)]
 
     def send_and_receive() -> None:
@@ -236,7 +254,8 @@ def learner_side_main(spec: dict[str, Any]) -> int:
         ),
         "forward": lambda: tree.map_structure(lambda x: x.numpy(), forward(tensors)),
         "vtrace": lambda: losses(outputs, time_major).numpy(),
-        "gradients": lambda: [g.numpy() for g in gradients(tensors)],
+        "gradients": lambda: gradients(tensors).numpy(),
+        "optimiser": lambda: optimiser(some_gradients).numpy(),
         "update": lambda: learner.train_step(tensors)["total_loss"].numpy(),
     }
     for fn in timings.values():
@@ -261,20 +280,17 @@ def learner_side_main(spec: dict[str, Any]) -> int:
 
 def learner_stage_costs(raw: dict[str, list[float]], config: Any) -> dict[str, Any]:
     """The learner's stages from the medians of its timings (CPU seconds per frame): `backward`
-    = gradients - forward - vtrace, `optimiser` = update - gradients, each floored at 0 (the raw
-    differences under `differences`); `update` is the whole `train_step`."""
+    = gradients - forward - vtrace, floored at 0 (the raw difference under `differences`);
+    `update` is the whole `train_step`, reported beside the stages."""
     m = {name: _median(values) for name, values in raw.items()}
-    differences = {
-        "backward": m["gradients"] - m["forward"] - m["vtrace"],
-        "optimiser": m["update"] - m["gradients"],
-    }
+    differences = {"backward": m["gradients"] - m["forward"] - m["vtrace"]}
     costs = {
         "transport": m["transport"],
         "decode": m["decode"],
         "forward": m["forward"],
         "vtrace": m["vtrace"],
         "backward": max(0.0, differences["backward"]),
-        "optimiser": max(0.0, differences["optimiser"]),
+        "optimiser": m["optimiser"],
         "parameter_refresh": m["parameter_refresh"],
     }
     return {
