@@ -34,17 +34,10 @@ from impala_tf.agent import learner as learner_lib
 from impala_tf.agent import replay as replay_lib
 from impala_tf.agent.actor import Actor
 from impala_tf.base import configs, structures
-from impala_tf.run import (
-    allocator,
-    bookkeeping,
-    builders,
-    checkpoints,
-    placement,
-    rundir,
-    transport,
-)
+from impala_tf.run import allocator, bookkeeping, builders, checkpoints, rundir, transport
 from impala_tf.run import cluster as cluster_lib
 from impala_tf.run import hooks as hooks_lib
+from impala_tf.run import placement as placement_lib
 
 _LOG = logging.getLogger(__name__)
 
@@ -391,7 +384,7 @@ def _learn(
         config.env.num_action_repeats,
         strategy=strategy,
         anneal_learning_rate=config.pbt.anneals_learning_rate(),
-        device=None if strategy else placement.learner_device(),  # The GPU when one is visible.
+        device=None if strategy else placement_lib.learner_device(),  # The GPU when one is visible.
     )
     learner.build(_to_tensors(_zeros_batch(specs, 1)))
     manager = _restore(tf.train.Checkpoint(agent=agent, learner=learner), run_dir, prefix)
@@ -534,7 +527,7 @@ def run_actor(
         back after a restart within the same bound).
     """
     _limit_tf_threads(config.runtime.actor_tf_threads)
-    placement.keep_on_cpu()  # Actors stay on the CPU (`impala_tf.run.placement`).
+    placement_lib.keep_on_cpu()  # Actors stay on the CPU (`impala_tf.run.placement`).
     lower_priority(config.runtime.actor_nice)
     allocator.keep_freed_memory(config.runtime.malloc_keep_mb)  # Env workers inherit it.
     learner_task = cluster.learner_for_actor(actor_index)
