@@ -125,7 +125,7 @@ def actor_side_main(spec: dict[str, Any]) -> int:
     placement.keep_on_cpu()  # As the run's actors.
     parts = builders.run_parts(config)
     levels = parts.actor_levels(0)
-    seeds = [builders.environment_seed(config, 0, j) for j in range(len(levels))]
+    seeds = parts.actor_seeds(0)
     frames = len(levels) * config.learner.unroll_length * config.env.num_action_repeats
     per_round: dict[str, list[float]] = {stage: [] for stage in ACTOR_STAGES}
     with builders.batched_environment(levels, config.env, seeds) as env:
@@ -224,7 +224,7 @@ def learner_side_main(spec: dict[str, Any]) -> int:
     server = transport.start_learner_server(cluster, 0)
     trajectory_queue = transport.TrajectoryQueue(server, codec.wire_specs, 0, capacity=b)
     client = transport.QueueClient(cluster.learner_target(0), codec.wire_specs, 0, capacity=b)
-    param_specs = builders.parameter_specs(agent)
+    param_specs = parts.parameter_specs()
     store = transport.ParameterStore(server, param_specs, 0)
     params = transport.ParameterClient(cluster.learner_target(0), param_specs, 0)
     trajectories = [tree.map_structure(lambda x, i=i: x[i], wire) for i in range(b)]
