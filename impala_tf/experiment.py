@@ -144,7 +144,8 @@ def resolve_config() -> presets.Resolved:
 
 
 def describe(resolved: presets.Resolved) -> str:
-    """Each resolved value and its source, the network's variables, `Trainable parameters: N`."""
+    """Each resolved value and its source, the network's variables, `Core: <name> (N parameters)`,
+    `Trainable parameters: N`."""
     from impala_tf.agent import networks
     from impala_tf.run import builders
 
@@ -167,6 +168,8 @@ def describe(resolved: presets.Resolved) -> str:
     for name, shape, count in networks.describe_variables(parts.agent):
         lines.append(f"  {name:60s} {str(list(shape)):>16s} {count:>10,d}")
         total += count
+    core_parameters = sum(int(v.shape.num_elements()) for v in parts.agent.core.trainable_variables)
+    lines.append(f"Core: {parts.agent.core_name} ({core_parameters:,} parameters)")
     lines.append(f"Trainable parameters: {total:,}")
     return "\n".join(lines)
 

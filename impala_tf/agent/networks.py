@@ -13,11 +13,11 @@ Implements the networks of paper section 5 and Figure 3 as the official release 
 - `InstructionEncoder`: the DMLab-30 language branch (the release's `Agent._instruction`):
   whitespace tokens hashed into 1000 buckets, 20-d embeddings, LSTM-64, output at the last valid
   token. Hashing is separable (`tokenize_instructions`) so it can run outside an XLA-compiled unroll.
-- `BlockLSTM`: the semantics of the release's `tf.contrib.rnn.LSTMBlockCell`.
 - `Agent`: concatenates [torso 256, clipped last reward, one-hot last action, instruction 64], runs
-  the LSTM-256 core with the state reset to zero before every step whose `done` is True, then the
-  linear policy and baseline heads; the action is sampled from the logits. `unroll` folds time into
-  batch for the torso and heads (paper section 3.1).
+  the core (`impala_tf.agent.cores`: the LSTM-256 of the release's `LSTMBlockCell`, none, or a
+  GTrXL) with its state reset before every step whose `done` is True, then the linear policy and
+  baseline heads; the action is sampled from the logits. `unroll` folds time into batch for the
+  torso and heads (paper section 3.1).
 
 Initialisers are Sonnet's defaults, as in the release (Sonnet 1), except that whether Sonnet 1's
 `snt.Embed` drew from a truncated or a plain normal is UNVERIFIED. See docs/networks.md.
@@ -28,32 +28,21 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
-import numpy as np
 import sonnet as snt
 import tensorflow as tf
 import tree
 
+from impala_tf.agent import cores
+from impala_tf.agent.cores import BlockLSTM, LSTMState
 from impala_tf.base import structures
 
 TORSO_OUTPUT_SIZE = 256  # FC 256 after every torso (release `Agent._torso`).
-CORE_HIDDEN_SIZE = 256  # LSTMBlockCell(256) (release `Agent`).
+CORE_HIDDEN_SIZE = cores.CORE_HIDDEN_SIZE  # LSTMBlockCell(256) (release `Agent`).
 NUM_HASH_BUCKETS = 1000  # Instruction token hash buckets (release `Agent._instruction`).
 WORD_EMBEDDING_SIZE = 20  # snt.Embed(1000, 20) (release `Agent._instruction`).
 LANGUAGE_HIDDEN_SIZE = 64  # LSTMBlockCell(64, name="language_lstm") (release).
 TORSOS = ("deep", "shallow", "atari_shallow")
 TORSO_DTYPES = ("float32", "bfloat16")  # The torsos' compute dtype (bfloat16: opt-in).
-
-
-class LSTMState(NamedTuple):
-    """State of a `BlockLSTM`.
-
-    Attributes:
-      c: float32 `[B, H]`, the cell state.
-      h: float32 `[B, H]`, the hidden state (also the core's output).
-    """
-
-    c: Any
-    h: Any
 
 
 class InstructionTokens(NamedTuple):
@@ -67,76 +56,6 @@ class InstructionTokens(NamedTuple):
 
     ids: Any
     lengths: Any
-
-
-class BlockLSTM(snt.RNNCore):
-    """An LSTM with the semantics of TF1's `tf.contrib.rnn.LSTMBlockCell`, the release's LSTM.
-
-    Gates are computed from one kernel `[input_size + hidden_size, 4 * hidden_size]` applied to
-    `concat([input, h])` plus a bias `[4 * hidden_size]`, in `LSTMBlockCell`'s gate order (input,
-    cell input, forget, output). The bias is initialised to zero and `forget_bias` is added to the
-    forget gate's pre-activation at run time (unlike `snt.LSTM`, which folds it into the bias at
-    initialisation). No peepholes, no cell clipping. The kernel is glorot-uniform (TF1's default
-    initialiser for variables created without one).
-
-    Parameters: `4 * H * (input_size + H) + 4 * H`.
-    """
-
-    def __init__(self, hidden_size: int, forget_bias: float = 1.0, name: str | None = None):
-        """Creates the core; variables are created on the first call (or by `build`).
-
-        Args:
-          hidden_size: H, the number of units.
-          forget_bias: added to the forget gate's pre-activation at every step.
-          name: module name.
-        """
-        super().__init__(name=name)
-        self.hidden_size = hidden_size
-        self.forget_bias = forget_bias
-        self._input_size: int | None = None
-
-    def build(self, input_size: int) -> None:
-        """Creates the kernel and bias for inputs of `input_size` features (idempotent).
-
-        Call it before running the core inside a loop (`tf.scan`, `tf.while_loop`), where variables
-        cannot be created.
-
-        Raises:
-          ValueError: if the core was already built for a different input size.
-        """
-        if self._input_size is not None:
-            if input_size != self._input_size:
-                raise ValueError(
-                    f"{self.name}: built for {self._input_size} inputs, got {input_size}"
-                )
-            return
-        glorot_uniform = snt.initializers.VarianceScaling(1.0, "fan_avg", "uniform")
-        shape = [input_size + self.hidden_size, 4 * self.hidden_size]
-        self.kernel = tf.Variable(glorot_uniform(shape, tf.float32), name="kernel")
-        self.bias = tf.Variable(tf.zeros([4 * self.hidden_size], tf.float32), name="bias")
-        self._input_size = input_size
-
-    def __call__(self, inputs: tf.Tensor, prev_state: LSTMState) -> tuple[tf.Tensor, LSTMState]:
-        """One LSTM step.
-
-        Args:
-          inputs: float32 `[B, D]`.
-          prev_state: `LSTMState` of float32 `[B, H]`.
-
-        Returns:
-          `(h, LSTMState(c, h))`, with `h` float32 `[B, H]`.
-        """
-        self.build(int(inputs.shape[-1]))
-        gates = tf.matmul(tf.concat([inputs, prev_state.h], axis=1), self.kernel) + self.bias
-        i, ci, f, o = tf.split(gates, 4, axis=1)
-        c = tf.sigmoid(f + self.forget_bias) * prev_state.c + tf.sigmoid(i) * tf.tanh(ci)
-        h = tf.sigmoid(o) * tf.tanh(c)
-        return h, LSTMState(c, h)
-
-    def initial_state(self, batch_size: Any) -> LSTMState:
-        """Zero state: `LSTMState` of float32 zeros `[batch_size, H]`."""
-        zeros = tf.zeros([batch_size, self.hidden_size], tf.float32)
-        return LSTMState(zeros, zeros)
 
 
 def _frame_to_float(frame: tf.Tensor) -> tf.Tensor:
@@ -377,13 +296,13 @@ def _make_torso(torso: str, torso_dtype: str = "float32") -> snt.Module:
 
 
 class Agent(snt.Module):
-    """The IMPALA agent: torso, optional instruction encoder, optional LSTM-256 core, linear heads.
+    """The IMPALA agent: torso, optional instruction encoder, a core, linear heads.
 
     Core input (release `Agent._torso`) is the concatenation, in this order, of the torso output (256),
     the last reward clipped to [-1, 1] (1; always clipped, whatever the loss's reward clipping),
     the one-hot last action (num_actions) and, with `use_instruction`, the instruction embedding
-    (64). With `use_lstm` it goes through `BlockLSTM(256)`; otherwise straight to the heads
-    (feed-forward, the paper's Atari agents). Heads: `policy_logits` Linear(num_actions) and
+    (64). It goes through the core (`cores.CORES`: `lstm`, the paper's `BlockLSTM(256)`; `none`,
+    straight to the heads as the paper's Atari agents; `gtrxl`). Heads: `policy_logits` Linear(num_actions) and
     `baseline` Linear(1) squeezed (Linear(K), one normalised value per task, for PopArt); the action is one sample of the categorical policy (int32).
 
     Inputs are `StepOutput`s (`impala_tf.base.structures`). The instruction field may hold strings
@@ -400,26 +319,33 @@ class Agent(snt.Module):
         num_values: int = 1,
         name: str | None = "agent",
         torso_dtype: str = "float32",
+        core: str | None = None,
+        gtrxl_sizes: cores.GTrXLSizes | None = None,
     ):
         """Creates the agent; variables are created on the first call (or `create_variables`).
 
         Args:
           num_actions: A, the number of discrete actions.
           torso: `deep` (ResNet), `shallow` (DMLab 2 convs) or `atari_shallow` (3 convs).
-          use_lstm: run the LSTM-256 core (else feed-forward, state `()`).
+          use_lstm: without `core`: the `lstm` core if True, else `none` (state `()`).
           use_instruction: include the DMLab language embedding.
           num_values: outputs of the baseline head: 1 (IMPALA), or one normalised value per task
             (PopArt, `impala_tf.maths.popart`), the baseline then being `[..., num_values]`.
           name: module name.
           torso_dtype: the torso's compute dtype, `float32` (default) or `bfloat16` (opt-in
             speed option; see `ResNetTorso` and the shallow torsos).
+          core: a name in `cores.CORES` (`lstm`, `none`, `gtrxl`); overrides `use_lstm`.
+          gtrxl_sizes: the `gtrxl` core's sizes (default `cores.GTrXLSizes()`).
         """
         super().__init__(name=name)
+        core = core or ("lstm" if use_lstm else "none")
         self.num_actions = num_actions
+        self.core_name = core
         self.use_instruction = use_instruction
         self._torso = _make_torso(torso, torso_dtype)
         self._instruction_encoder = InstructionEncoder() if use_instruction else None
-        self._core = BlockLSTM(CORE_HIDDEN_SIZE, name="lstm") if use_lstm else None
+        # `_core` keeps the LSTM's object path in checkpoints (`agent/_core/kernel`).
+        self._core = cores.make_core(core, gtrxl_sizes)
         self._policy_logits = snt.Linear(num_actions, name="policy_logits")
         self.num_values = num_values
         self._baseline = snt.Linear(num_values, name="baseline")
@@ -430,20 +356,19 @@ class Agent(snt.Module):
         PopArt rescales when its statistics change."""
         return self._baseline
 
+    @property
+    def core(self) -> cores.Core:
+        """The core module (`cores.Core`)."""
+        return self._core
+
     def initial_state(self, batch_size: Any) -> Any:
-        """Zero core state: `LSTMState(c, h)` of float32 `[batch_size, 256]`, or `()`."""
-        if self._core is None:
-            return ()
+        """The core's fresh state: `LSTMState(c, h)` of float32 `[batch_size, 256]` for `lstm`,
+        `()` for `none`, `GTrXLState` for `gtrxl`."""
         return self._core.initial_state(batch_size)
 
     def state_spec(self) -> Any:
         """The core state's `structures.ArraySpec` nest, without the batch dimension."""
-        if self._core is None:
-            return ()
-        return LSTMState(
-            c=structures.ArraySpec((CORE_HIDDEN_SIZE,), np.float32, "lstm_c"),
-            h=structures.ArraySpec((CORE_HIDDEN_SIZE,), np.float32, "lstm_h"),
-        )
+        return self._core.state_spec()
 
     def tokenize_instructions(self, env_outputs: structures.StepOutput) -> structures.StepOutput:
         """Replaces instruction strings by `InstructionTokens` (or `()` without instructions).
@@ -487,7 +412,7 @@ class Agent(snt.Module):
         """Runs the agent over T steps (the learner's forward pass).
 
         The torso, instruction encoder and heads run on all T*B inputs at once (time folded into
-        batch, paper section 3.1); the LSTM loops over time, zeroing the state of each example
+        batch, paper section 3.1); the core runs over time, resetting the state of each example
         whose `done[t]` is True before step t (release `Agent.unroll`).
 
         Args:
@@ -509,12 +434,10 @@ class Agent(snt.Module):
             features.append(self._instruction_encoder.encode(env_outputs.observation.instruction))
         core_input = tf.concat(features, axis=-1)  # [T, B, D]
 
-        if self._core is None:
-            core_output, final_state = core_input, ()
-        else:
-            core_output, final_state = self._run_core(
-                core_input, tf.cast(env_outputs.done, tf.bool), core_state
-            )
+        self._core.build(int(core_input.shape[-1]))
+        core_output, final_state = self._core.unroll(
+            core_input, tf.cast(env_outputs.done, tf.bool), core_state
+        )
 
         policy_logits = snt.BatchApply(self._policy_logits, num_dims=2)(core_output)
         baseline = snt.BatchApply(self._baseline, num_dims=2)(core_output)
@@ -524,27 +447,6 @@ class Agent(snt.Module):
         action = tf.random.categorical(flat_logits, 1, dtype=tf.int32)
         action = tf.reshape(action, tf.shape(policy_logits)[:-1])
         return structures.AgentOutput(action, policy_logits, baseline), final_state
-
-    def _run_core(
-        self, core_input: tf.Tensor, done: tf.Tensor, core_state: LSTMState
-    ) -> tuple[tf.Tensor, LSTMState]:
-        """LSTM over time with resets: `[T, B, D]`, done `[T, B]` -> `([T, B, 256], state)`."""
-        self._core.build(int(core_input.shape[-1]))
-        core_state = LSTMState(*tree.map_structure(tf.convert_to_tensor, tuple(core_state)))
-
-        def step(carry: tuple[tf.Tensor, LSTMState], inputs: tuple[tf.Tensor, tf.Tensor]):
-            _, state = carry
-            x, done_t = inputs
-            state = tree.map_structure(
-                lambda s: tf.where(done_t[:, None], tf.zeros_like(s), s), state
-            )
-            return self._core(x, state)
-
-        initial_output = tf.zeros_like(core_state.h)
-        outputs, states = tf.scan(
-            step, (core_input, done), initializer=(initial_output, core_state)
-        )
-        return outputs, tree.map_structure(lambda s: s[-1], states)
 
     def create_variables(self, observation_spec: structures.Observation) -> None:
         """Creates all variables with one batch-1 step on zero inputs of `observation_spec`."""
@@ -572,17 +474,21 @@ def make_agent(
     atari: bool = False,
     num_values: int = 1,
     torso_dtype: str = "float32",
+    core: str | None = None,
+    gtrxl_sizes: cores.GTrXLSizes | None = None,
 ) -> Agent:
     """Builds the paper's agents by name (`configs.AgentConfig.agent`).
 
     Args:
       agent: `deep` (ResNet torso) or `shallow` (`ShallowTorso`, or `AtariShallowTorso` on Atari).
       num_actions: A.
-      use_lstm: LSTM-256 core (the paper's Atari agents are feed-forward).
+      use_lstm: without `core`: LSTM-256 core, else feed-forward (the paper's Atari agents).
       use_instruction: DMLab language branch.
       atari: picks the three-convolution shallow torso for `shallow`.
       num_values: baseline outputs (PopArt: one per task; see `Agent`).
       torso_dtype: the torso's compute dtype (`float32`; `bfloat16` opt-in, see `Agent`).
+      core: a name in `cores.CORES`; overrides `use_lstm`.
+      gtrxl_sizes: the `gtrxl` core's sizes.
 
     Raises:
       ValueError: for an unknown agent name.
@@ -600,6 +506,8 @@ def make_agent(
         use_instruction=use_instruction,
         num_values=num_values,
         torso_dtype=torso_dtype,
+        core=core,
+        gtrxl_sizes=gtrxl_sizes,
     )
 
 

@@ -25,6 +25,7 @@ from typing import Any
 REWARD_CLIPPING_MODES = ("abs_one", "soft_asymmetric", "paper_caption", "none")
 OFF_POLICY_CORRECTIONS = ("vtrace", "one_step", "epsilon", "none")  # Section 5.2.2, Table 2.
 AGENTS = ("deep", "shallow")
+CORES = ("lstm", "none", "gtrxl")  # The names of `impala_tf.agent.cores.CORES` (a test checks).
 KINDS = ("toy", "atari", "dmlab")
 ATARI_BACKENDS = ("native", "python")
 
@@ -103,7 +104,26 @@ class AgentConfig:
     agent: str = setting(
         "deep", "Network: deep (ResNet, 15 convolutions) or shallow (Figure 3).", choices=AGENTS
     )
-    use_lstm: bool = setting(True, "LSTM-256 core (the paper's Atari agents are feed-forward).")
+    use_lstm: bool = setting(
+        True, "LSTM-256 core (the paper's Atari agents are feed-forward); --core overrides it."
+    )
+    core: str = setting(
+        "",
+        "Memory core: lstm (the paper's LSTM-256), none (feed-forward) or gtrxl (a gated "
+        "Transformer-XL, docs/cores.md); empty: lstm with --use_lstm, else none.",
+        choices=("",) + CORES,
+    )
+    gtrxl_layers: int = setting(2, "GTrXL: gated blocks L (docs/cores.md).", lower=1, upper=64)
+    gtrxl_heads: int = setting(4, "GTrXL: attention heads per block.", lower=1, upper=64)
+    gtrxl_model_size: int = setting(
+        64, "GTrXL: features of every block (a multiple of --gtrxl_heads).", lower=1, upper=4096
+    )
+    gtrxl_memory_size: int = setting(
+        32, "GTrXL: previous steps each step attends to (its window M).", lower=1, upper=4096
+    )
+    gtrxl_gate_bias: float = setting(
+        2.0, "GTrXL: gate bias b_g, each block starts near the identity (docs/cores.md).", lower=0
+    )
     use_instruction: bool = setting(
         False, "DMLab language encoder (DeepMind Lab levels).", flag=False
     )
@@ -115,6 +135,11 @@ class AgentConfig:
         "products; weights, gradients, V-trace, losses and RMSProp stay float32; BENCHMARKS.md).",
         choices=("float32", "bfloat16"),
     )
+
+    @property
+    def core_name(self) -> str:
+        """The core: `core`, or (empty, e.g. a config.json older than `core`) from `use_lstm`."""
+        return self.core or ("lstm" if self.use_lstm else "none")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -566,6 +591,11 @@ def validate(config: Config) -> Config:
     if config.learner.epsilon <= 0:
         raise ValueError(f"epsilon must be > 0, got {config.learner.epsilon}")
     _check_atari_backend(config.env)
+    if config.agent.gtrxl_model_size % config.agent.gtrxl_heads:
+        raise ValueError(
+            f"gtrxl_model_size={config.agent.gtrxl_model_size} must be a multiple of "
+            f"gtrxl_heads={config.agent.gtrxl_heads}"
+        )
     _check_replay(config.learner)
     if config.learner.popart_sigma_min >= config.learner.popart_sigma_max:
         raise ValueError(

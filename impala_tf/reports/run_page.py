@@ -31,6 +31,7 @@ from impala_tf.reports import curves
 from impala_tf.run import rundir
 
 PAGE = "report.html"
+_CORE_LABELS = {"lstm": " + LSTM", "none": "", "gtrxl": " + GTrXL"}  # The agent's core (fact line).
 FIGURE_TITLES = {
     "returns.png": "Episode returns",
     "dmlab30_score.png": "DMLab-30 training score",
@@ -101,7 +102,8 @@ def facts(config: Mapping[str, Any] | None, heartbeat: Mapping[str, Any] | None)
     elif total:
         out.append(f"{int(total):,} frames planned")
     if agent.get("agent"):
-        out.append(f"agent {agent['agent']}" + (" + LSTM" if agent.get("use_lstm") else ""))
+        core = agent.get("core") or ("lstm" if agent.get("use_lstm") else "none")
+        out.append(f"agent {agent['agent']}" + _CORE_LABELS.get(core, f" + {core}"))
     return out
 
 

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from impala_tf import envs
-from impala_tf.agent import frame_stacks, networks
+from impala_tf.agent import cores, frame_stacks, networks
 from impala_tf.base import configs, structures
 from impala_tf.envs import atari, atari_vector, workers
 from impala_tf.run import memory
@@ -105,9 +105,22 @@ def agent_parts(config: configs.Config) -> AgentParts:
         atari=config.env.kind == "atari",
         num_values=len(levels) if config.learner.popart else 1,
         torso_dtype=config.agent.torso_dtype,
+        core=config.agent.core_name,
+        gtrxl_sizes=gtrxl_sizes(config.agent),
     )
     agent.create_variables(observation_spec)
     return AgentParts(config, observation_spec, levels, agent)
+
+
+def gtrxl_sizes(agent: configs.AgentConfig) -> cores.GTrXLSizes:
+    """The `gtrxl` core's sizes a configuration sets (`--gtrxl_*`)."""
+    return cores.GTrXLSizes(
+        num_layers=agent.gtrxl_layers,
+        num_heads=agent.gtrxl_heads,
+        model_size=agent.gtrxl_model_size,
+        memory_size=agent.gtrxl_memory_size,
+        gate_bias=agent.gtrxl_gate_bias,
+    )
 
 
 def run_parts(config: configs.Config) -> RunParts:

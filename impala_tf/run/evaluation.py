@@ -132,7 +132,7 @@ def restore_agent(config: configs.Config, checkpoint_path: str) -> tuple[network
 def _incompatible(config: configs.Config, path: str, error: BaseException) -> ValueError:
     """The error for a checkpoint that does not restore into the agent of `config`."""
     described = (
-        f"agent={config.agent.agent}, use_lstm={config.agent.use_lstm}, "
+        f"agent={config.agent.agent}, core={config.agent.core_name}, "
         f"use_instruction={config.agent.use_instruction}, "
         f"num_actions={config.agent.num_actions}, level={config.env.level_name}"
     )
