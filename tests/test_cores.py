@@ -115,6 +115,14 @@ def test_an_unroll_equals_its_steps_and_two_half_unrolls(name):
     assert spec_shapes == [tuple(s.shape[1:]) for s in tree.flatten(full_state)]
 
 
+@pytest.mark.parametrize("name", list(cores.CORES))
+def test_the_state_spec_is_known_without_building_the_core(name):
+    """`spec_for` (the memory estimate's, TensorFlow-free) is the built core's `state_spec`."""
+    assert cores.CORES[name].spec_for(SMALL) == make(name).state_spec()
+    specs = tree.flatten(make(name).state_spec())
+    assert cores.state_bytes(name, SMALL) == sum(4 * np.prod(s.shape, dtype=int) for s in specs)
+
+
 @pytest.mark.parametrize("name", ["lstm", "gtrxl"])
 def test_nothing_before_an_episode_start_reaches_it(name):
     """Changing the inputs before the start (in the same unroll and in the previous one, through

@@ -59,6 +59,25 @@ class GTrXLState(NamedTuple):
     valid: Any
 
 
+class GTrXLSizes(NamedTuple):
+    """The sizes of a `GTrXLCore` (docs/cores.md gives the paper's DMLab settings).
+
+    Attributes:
+      num_layers: L, the number of gated blocks.
+      num_heads: attention heads; each has `model_size // num_heads` features.
+      model_size: D, the width of every block's input and output (and of the MLP's hidden layer).
+      memory_size: M, the previous steps each step attends to (besides itself).
+      gate_bias: b_g, subtracted from the update gate's pre-activation, so that each block starts
+        near the identity (Parisotto et al. 2020, section 3.2).
+    """
+
+    num_layers: int = 2
+    num_heads: int = 4
+    model_size: int = 64
+    memory_size: int = 32
+    gate_bias: float = 2.0
+
+
 class Core(snt.Module, abc.ABC):
     """The interface of a core: state for a batch, its spec, and an unroll with resets.
 
@@ -77,6 +96,12 @@ class Core(snt.Module, abc.ABC):
     @abc.abstractmethod
     def state_spec(self) -> Any:
         """The state's nest of float32 `structures.ArraySpec`, without the batch dimension."""
+
+    @classmethod
+    @abc.abstractmethod
+    def spec_for(cls, gtrxl_sizes: GTrXLSizes) -> Any:
+        """`state_spec()` of the core `make_core` builds, without building it: no TensorFlow op
+        may run (every process estimates its memory before TensorFlow's collectives start)."""
 
     @abc.abstractmethod
     def unroll(self, inputs: tf.Tensor, done: tf.Tensor, state: Any) -> tuple[tf.Tensor, Any]:
@@ -168,10 +193,12 @@ class LSTMCore(BlockLSTM, Core):
         super().__init__(hidden_size, name=name)
 
     def state_spec(self) -> LSTMState:
-        return LSTMState(
-            c=structures.ArraySpec((self.hidden_size,), np.float32, "lstm_c"),
-            h=structures.ArraySpec((self.hidden_size,), np.float32, "lstm_h"),
-        )
+        return _lstm_spec(self.hidden_size)
+
+    @classmethod
+    def spec_for(cls, gtrxl_sizes: GTrXLSizes) -> LSTMState:
+        del gtrxl_sizes
+        return _lstm_spec(CORE_HIDDEN_SIZE)
 
     def unroll(
         self, inputs: tf.Tensor, done: tf.Tensor, state: LSTMState
@@ -194,6 +221,13 @@ class LSTMCore(BlockLSTM, Core):
         return outputs, tree.map_structure(lambda s: s[-1], states)
 
 
+def _lstm_spec(hidden_size: int) -> LSTMState:
+    return LSTMState(
+        c=structures.ArraySpec((hidden_size,), np.float32, "lstm_c"),
+        h=structures.ArraySpec((hidden_size,), np.float32, "lstm_h"),
+    )
+
+
 class FeedForwardCore(Core):
     """`none`: no memory; the heads read the core input (the paper's Atari agents)."""
 
@@ -210,28 +244,14 @@ class FeedForwardCore(Core):
     def state_spec(self) -> tuple:
         return ()
 
+    @classmethod
+    def spec_for(cls, gtrxl_sizes: GTrXLSizes) -> tuple:
+        del gtrxl_sizes
+        return ()
+
     def unroll(self, inputs: tf.Tensor, done: tf.Tensor, state: Any) -> tuple[tf.Tensor, tuple]:
         del done, state
         return inputs, ()
-
-
-class GTrXLSizes(NamedTuple):
-    """The sizes of a `GTrXLCore` (docs/cores.md gives the paper's DMLab settings).
-
-    Attributes:
-      num_layers: L, the number of gated blocks.
-      num_heads: attention heads; each has `model_size // num_heads` features.
-      model_size: D, the width of every block's input and output (and of the MLP's hidden layer).
-      memory_size: M, the previous steps each step attends to (besides itself).
-      gate_bias: b_g, subtracted from the update gate's pre-activation, so that each block starts
-        near the identity (Parisotto et al. 2020, section 3.2).
-    """
-
-    num_layers: int = 2
-    num_heads: int = 4
-    model_size: int = 64
-    memory_size: int = 32
-    gate_bias: float = 2.0
 
 
 class _GRUGate(snt.Module):
@@ -354,7 +374,11 @@ class GTrXLCore(Core):
         return GTrXLState(memory, tf.zeros([batch_size, s.memory_size], tf.float32))
 
     def state_spec(self) -> GTrXLState:
-        s = self.sizes
+        return self.spec_for(self.sizes)
+
+    @classmethod
+    def spec_for(cls, gtrxl_sizes: GTrXLSizes) -> GTrXLState:
+        s = gtrxl_sizes
         return GTrXLState(
             memory=structures.ArraySpec(
                 (s.num_layers, s.memory_size, s.model_size), np.float32, "gtrxl_memory"
@@ -413,6 +437,13 @@ def _window(
 
 
 CORES = {"lstm": LSTMCore, "none": FeedForwardCore, "gtrxl": GTrXLCore}
+
+
+def state_bytes(name: str, gtrxl_sizes: GTrXLSizes | None = None) -> int:
+    """Bytes of one example's state of core `name`, which travels with every trajectory
+    (`agent_state`); builds nothing (see `Core.spec_for`)."""
+    specs = tree.flatten(CORES[name].spec_for(gtrxl_sizes or GTrXLSizes()))
+    return sum(math.prod(s.shape) * np.dtype(s.dtype).itemsize for s in specs)
 
 
 def make_core(name: str, gtrxl_sizes: GTrXLSizes | None = None) -> Core:
