@@ -225,14 +225,16 @@ def test_the_learners_logits_are_the_actors_on_policy(name):
 
 def test_the_deep_lstm_agent_keeps_its_parameter_count():
     spec = structures.Observation(structures.ArraySpec((72, 96, 3), np.uint8, "frame"), None)
-    counts = {}
+    counts, core_counts = {}, {}
     for name in cores.CORES:
         agent = networks.make_agent("deep", 9, True, True, core=name)
         agent.create_variables(spec)
         counts[name] = sum(int(v.shape.num_elements()) for v in agent.trainable_variables)
+        core_counts[name] = sum(int(v.shape.num_elements()) for v in agent.core.trainable_variables)
     assert counts["lstm"] == 1_628_010  # docs/networks.md; the release's deep agent.
     core_input = 256 + 1 + 9 + 64
     lstm = 4 * 256 * (core_input + 256) + 4 * 256
     heads_difference = (core_input - 256) * (9 + 1)  # Without a core the heads read 330 features.
     assert counts["lstm"] - counts["none"] == lstm - heads_difference
     assert counts["gtrxl"] > counts["none"]
+    assert core_counts["lstm"] == lstm and core_counts["none"] == 0  # As describe prints them.

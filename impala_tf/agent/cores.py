@@ -228,6 +228,7 @@ def _lstm_spec(hidden_size: int) -> LSTMState:
     )
 
 
+@snt.allow_empty_variables  # `--mode=describe` counts every core's variables.
 class FeedForwardCore(Core):
     """`none`: no memory; the heads read the core input (the paper's Atari agents)."""
 
