@@ -2,7 +2,7 @@
 
 The flags of the run's settings are generated from the config dataclasses (`impala_tf.base.configs`);
 they keep the official release's names where it had them. Without `--preset`, the level chooses
-the preset (`presets.preset_for_level`), so the release's command lines get the paper's settings.
+the preset (`envs.preset_for_level`), so the release's command lines get the paper's settings.
 This is the only module that reads flags.
 
     python -m impala_tf.experiment                              # toy task, laptop
@@ -126,7 +126,11 @@ def resolve_config() -> presets.Resolved:
     """
     from impala_tf import envs
 
-    resolved = presets.resolve(FLAGS.preset, explicit_overrides(), pbt=FLAGS.mode == "pbt")
+    overrides = explicit_overrides()
+    level = overrides.get("env", {}).get("level_name")
+    resolved = presets.resolve(
+        FLAGS.preset, overrides, pbt=FLAGS.mode == "pbt", implied=envs.preset_for_level(level)
+    )
     complete = envs.complete_config(resolved.config)
     sources = dict(resolved.sources)
     for key in envs.ENVIRONMENT_FIELDS:
@@ -146,6 +150,8 @@ def resolve_config() -> presets.Resolved:
 def describe(resolved: presets.Resolved) -> str:
     """Each resolved value and its source, the network's variables, `Core: <name> (N parameters)`,
     `Trainable parameters: N`."""
+    import numpy as np
+
     from impala_tf.agent import networks
     from impala_tf.run import builders
 
@@ -159,9 +165,10 @@ def describe(resolved: presets.Resolved) -> str:
     lines.append(json.dumps(config.to_dict(), indent=2, sort_keys=False))
     parts = builders.agent_parts(config)  # The observation spec and the agent, derived once.
     instruction = ", instruction string" if config.agent.use_instruction else ""
+    frame = parts.observation_spec.frame
     lines.append(
-        f"Observation: frame {list(parts.observation_spec.frame.shape)} uint8{instruction}; "
-        f"actions: {config.agent.num_actions}"
+        f"Observation: frame {list(frame.shape)} {np.dtype(frame.dtype).name}{instruction}; "
+        f"actions: {config.agent.num_actions}; suite: {config.env.kind}"
     )
     lines.append("Variables:")
     total = 0
@@ -309,24 +316,12 @@ def check_environment_available(config: configs.Config) -> None:
     """Fails early, before any process starts, when the environment cannot be built here.
 
     Raises:
-      ImportError: `deepmind_lab` is missing for a DMLab level: one line that suggests close level
-        names of other suites and points to docs/real_dmlab.md.
+      ImportError: one line: the package the level's suite needs is missing (for DeepMind Lab:
+        close level names of other suites, and docs/real_dmlab.md).
     """
-    if config.env.kind == "dmlab":
-        from impala_tf import envs
-        from impala_tf.envs import dmlab
+    from impala_tf import envs
 
-        try:
-            dmlab.import_deepmind_lab()
-        except dmlab.DeepMindLabNotInstalledError as error:
-            cause = error.__cause__
-            close = envs.level_suggestions(config.env.level_name)
-            meant = f" (did you mean {' or '.join(close)}?)" if close else ""
-            raise ImportError(
-                f"Cannot import deepmind_lab ({type(cause).__name__}: {cause}), needed to run "
-                f"--level_name={config.env.level_name} as a DeepMind Lab level{meant}; it is "
-                "built from source: bash scripts/build_dmlab.sh, see docs/real_dmlab.md"
-            ) from error
+    envs.check_available(config)
 
 
 def check_memory(config: configs.Config, local: bool) -> None:

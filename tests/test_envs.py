@@ -43,6 +43,6 @@ def test_close_names_of_every_suite_are_suggested():
 def test_complete_config_refuses_a_bare_atari_game():
     from impala_tf.base import presets
 
-    config = presets.resolve(None, {"env": {"level_name": "pong"}}).config
+    config = presets.resolve("dmlab", {"env": {"level_name": "pong"}}).config
     with pytest.raises(ValueError, match="did you mean atari/pong"):
         envs.complete_config(config)

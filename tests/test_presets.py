@@ -97,16 +97,18 @@ def test_every_preset_decides_the_same_settings():
     ],
 )
 def test_the_level_chooses_the_preset(level, preset):
-    assert presets.preset_for_level(level) == preset
+    assert envs.preset_for_level(level) == preset
     overrides = {"env": {"level_name": level}} if level else {}
-    resolved = presets.resolve(None, overrides)
+    resolved = presets.resolve(None, overrides, implied=envs.preset_for_level(level))
     assert resolved.preset == preset
     assert resolved.preset_chosen_by == ("level" if level else "default")
 
 
 def test_resolution_order_and_sources():
     resolved = presets.resolve(
-        None, {"env": {"level_name": "atari/breakout"}, "learner": {"learning_rate": 0.1}}
+        None,
+        {"env": {"level_name": "atari/breakout"}, "learner": {"learning_rate": 0.1}},
+        implied="atari",
     )
     config, sources = resolved.config, resolved.sources
     assert config.learner.learning_rate == 0.1 and sources["learner.learning_rate"] == "flag"
@@ -156,12 +158,17 @@ def test_pbt_presets_are_the_suite_presets_that_evolve_tables_d1_and_g1():
         "epsilon",
         "grad_norm_clipping",
     )
+
     # --mode=pbt: the level's preset becomes its PBT variant where there is one.
-    assert presets.resolve(None, {"env": {"level_name": "dmlab30"}}, pbt=True).preset == (
-        "dmlab30_pbt"
-    )
-    assert presets.resolve(None, {"env": {"level_name": "toy/bandit"}}, pbt=True).preset == "toy"
-    assert presets.resolve(None, {"env": {"level_name": "dmlab30"}}).preset == "dmlab30"
+    def by_level(level, pbt=False):
+        overrides = {"env": {"level_name": level}}
+        return presets.resolve(None, overrides, pbt=pbt, implied=envs.preset_for_level(level))
+
+    assert by_level("dmlab30", pbt=True).preset == "dmlab30_pbt"
+    assert by_level("toy/bandit", pbt=True).preset == "toy"
+    assert by_level("dmlab30").preset == "dmlab30"
+    with pytest.raises(ValueError, match="comes from its suite"):
+        presets.resolve(None, {"env": {"level_name": "dmlab30"}})
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,8 @@ Implements the networks of paper section 5 and Figure 3 as the official release 
   contain it; we use the two VALID convolutions of Mnih et al. (2016) + FC 256.
 - `AtariShallowTorso`: the Atari shallow model. UNVERIFIED: paper section 5.3.2 says only "three
   convolutional layers" as in Mnih et al. (2016); we use the Nature-DQN convolutions + FC 256.
+- `GridTorso` and `MLPTorso` (beyond the paper, for `gym/` levels): small grids of booleans or
+  object ids (MinAtar, MiniGrid) and flat vectors, whose values are not pixels (no division by 255).
 - `InstructionEncoder`: the DMLab-30 language branch (the release's `Agent._instruction`):
   whitespace tokens hashed into 1000 buckets, 20-d embeddings, LSTM-64, output at the last valid
   token. Hashing is separable (`tokenize_instructions`) so it can run outside an XLA-compiled unroll.
@@ -41,7 +43,14 @@ CORE_HIDDEN_SIZE = cores.CORE_HIDDEN_SIZE  # LSTMBlockCell(256) (release `Agent`
 NUM_HASH_BUCKETS = 1000  # Instruction token hash buckets (release `Agent._instruction`).
 WORD_EMBEDDING_SIZE = 20  # snt.Embed(1000, 20) (release `Agent._instruction`).
 LANGUAGE_HIDDEN_SIZE = 64  # LSTMBlockCell(64, name="language_lstm") (release).
-TORSOS = ("deep", "shallow", "atari_shallow")
+TORSOS = ("deep", "shallow", "atari_shallow", "grid", "mlp")
+# `make_agent`'s `inputs` (the suite's `impala_tf.envs.suites.NETWORK_INPUTS`) -> torso per agent.
+INPUT_TORSOS = {
+    "pixels": {"deep": "deep", "shallow": "shallow"},
+    "atari_pixels": {"deep": "deep", "shallow": "atari_shallow"},
+    "grid": {"deep": "grid", "shallow": "grid"},
+    "vector": {"deep": "mlp", "shallow": "mlp"},
+}
 TORSO_DTYPES = ("float32", "bfloat16")  # The torsos' compute dtype (bfloat16: opt-in).
 
 
@@ -202,6 +211,44 @@ class AtariShallowTorso(_ConvTorso):
         self._linear = snt.Linear(TORSO_OUTPUT_SIZE, name="linear")
 
 
+class GridTorso(snt.Module):
+    """For small grids (MinAtar's 10x10 boolean channels, MiniGrid's 7x7 object ids), not from the
+    paper: Conv 3x3/1 16 ReLU, Conv 3x3/1 32 ReLU (SAME, so any grid of at least 1x1 fits),
+    flatten, Linear 256, ReLU. The values enter as they are (cast to float32, not divided by 255:
+    that would crush booleans and small ids)."""
+
+    def __init__(self, name: str | None = "grid_torso"):
+        super().__init__(name=name)
+        self._convs = [
+            snt.Conv2D(16, 3, stride=1, padding="SAME", name="conv_0"),
+            snt.Conv2D(32, 3, stride=1, padding="SAME", name="conv_1"),
+        ]
+        self._linear = snt.Linear(TORSO_OUTPUT_SIZE, name="linear")
+
+    def __call__(self, frame: tf.Tensor) -> tf.Tensor:
+        """Args: frame: uint8 `[N, H, W, C]`. Returns: float32 `[N, 256]`."""
+        x = tf.cast(frame, tf.float32)
+        for conv in self._convs:
+            x = tf.nn.relu(conv(x))
+        return tf.nn.relu(self._linear(snt.Flatten()(x)))
+
+
+class MLPTorso(snt.Module):
+    """For flat vector observations (CartPole's 4 numbers, a one-hot state), not from the paper:
+    Linear 256 ReLU, Linear 256 ReLU."""
+
+    def __init__(self, name: str | None = "mlp_torso"):
+        super().__init__(name=name)
+        self._layers = [snt.Linear(TORSO_OUTPUT_SIZE, name=f"linear_{i}") for i in range(2)]
+
+    def __call__(self, frame: tf.Tensor) -> tf.Tensor:
+        """Args: frame: float32 `[N, D]`. Returns: float32 `[N, 256]`."""
+        x = tf.cast(frame, tf.float32)
+        for layer in self._layers:
+            x = tf.nn.relu(layer(x))
+        return x
+
+
 def tokenize_instructions(instructions: Any) -> InstructionTokens:
     """Splits and hashes instruction strings (release `Agent._instruction`). Not XLA-compilable.
 
@@ -292,6 +339,10 @@ def _make_torso(torso: str, torso_dtype: str = "float32") -> snt.Module:
         return ShallowTorso(compute_dtype=torso_dtype)
     if torso == "atari_shallow":
         return AtariShallowTorso(compute_dtype=torso_dtype)
+    if torso == "grid":
+        return GridTorso()
+    if torso == "mlp":
+        return MLPTorso()
     raise ValueError(f"torso={torso!r}; expected one of {TORSOS}")
 
 
@@ -450,7 +501,8 @@ class Agent(snt.Module):
 
     def create_variables(self, observation_spec: structures.Observation) -> None:
         """Creates all variables with one batch-1 step on zero inputs of `observation_spec`."""
-        frame = tf.zeros((1,) + tuple(observation_spec.frame.shape), tf.uint8)
+        spec = observation_spec.frame
+        frame = tf.zeros((1,) + tuple(spec.shape), tf.as_dtype(np.dtype(spec.dtype)))
         env_output = structures.StepOutput(
             reward=tf.zeros([1]),
             info=structures.StepOutputInfo(
@@ -476,6 +528,7 @@ def make_agent(
     torso_dtype: str = "float32",
     core: str | None = None,
     gtrxl_sizes: cores.GTrXLSizes | None = None,
+    inputs: str = "",
 ) -> Agent:
     """Builds the paper's agents by name (`configs.AgentConfig.agent`).
 
@@ -484,7 +537,9 @@ def make_agent(
       num_actions: A.
       use_lstm: without `core`: LSTM-256 core, else feed-forward (the paper's Atari agents).
       use_instruction: DMLab language branch.
-      atari: picks the three-convolution shallow torso for `shallow`.
+      atari: picks the three-convolution shallow torso for `shallow` (when `inputs` is empty).
+      inputs: what the observations are (`INPUT_TORSOS`: `pixels`, `atari_pixels`, `grid`,
+        `vector`, from the level's suite); empty: `atari_pixels` with `atari`, else `pixels`.
       num_values: baseline outputs (PopArt: one per task; see `Agent`).
       torso_dtype: the torso's compute dtype (`float32`; `bfloat16` opt-in, see `Agent`).
       core: a name in `cores.CORES`; overrides `use_lstm`.
@@ -493,12 +548,12 @@ def make_agent(
     Raises:
       ValueError: for an unknown agent name.
     """
-    if agent == "deep":
-        torso = "deep"
-    elif agent == "shallow":
-        torso = "atari_shallow" if atari else "shallow"
-    else:
+    inputs = inputs or ("atari_pixels" if atari else "pixels")
+    if agent not in ("deep", "shallow"):
         raise ValueError(f"agent={agent!r}; expected 'deep' or 'shallow'")
+    if inputs not in INPUT_TORSOS:
+        raise ValueError(f"inputs={inputs!r}; expected one of {sorted(INPUT_TORSOS)}")
+    torso = INPUT_TORSOS[inputs][agent]
     return Agent(
         num_actions,
         torso=torso,

@@ -26,7 +26,6 @@ REWARD_CLIPPING_MODES = ("abs_one", "soft_asymmetric", "paper_caption", "none")
 OFF_POLICY_CORRECTIONS = ("vtrace", "one_step", "epsilon", "none")  # Section 5.2.2, Table 2.
 AGENTS = ("deep", "shallow")
 CORES = ("lstm", "none", "gtrxl")  # The names of `impala_tf.agent.cores.CORES` (a test checks).
-KINDS = ("toy", "atari", "dmlab")
 ATARI_BACKENDS = ("native", "python")
 
 
@@ -94,7 +93,23 @@ class EnvConfig:
         "uses python (docs/atari.md).",
         choices=ATARI_BACKENDS,
     )
-    kind: str = setting("", "toy, atari or dmlab (from the level).", choices=KINDS, flag=False)
+    gym_observation_key: str = setting(
+        "", "gym/ levels with a Dict observation: the entry the agent sees (impala_tf.envs.gym)."
+    )
+    gym_frame_size: int = setting(
+        0,
+        "gym/ levels with image observations: resize frames to NxN (0 keeps their size).",
+        lower=0,
+        upper=1024,
+    )
+    gym_frame_stack: int = setting(
+        1, "gym/ levels with image observations: frames stacked along channels.", lower=1, upper=16
+    )
+    kind: str = setting(
+        "",
+        "The level's suite: toy, atari, gym, dmlab (from the level, impala_tf.envs).",
+        flag=False,
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -662,12 +677,3 @@ def _check_number(s: Setting, value: Any) -> None:
     if value < lower or above:
         right = ")" if s.open_upper else "]"
         raise ValueError(f"{s.name}={value} is out of range [{s.lower}, {s.upper}{right}")
-
-
-def level_kind(level_name: str) -> str:
-    """`toy`, `atari` or `dmlab`, from a level or suite name (anything else is DeepMind Lab)."""
-    if level_name.startswith("toy/"):
-        return "toy"
-    if level_name.startswith("atari/") or level_name == "atari57":
-        return "atari"
-    return "dmlab"

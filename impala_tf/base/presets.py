@@ -10,9 +10,10 @@ DeepMind Lab (`dmlab`, `dmlab30`, section 5.3.1), Table G.1 for Atari (`atari`, 
 A run's settings resolve in this order (`resolve`), each value remembering where it came from:
 
 1. the field's default (the official release's flag default where it had the flag);
-2. the preset: `--preset`, or else the one the level implies (`preset_for_level`: a DeepMind Lab
-   level -> `dmlab`, `dmlab30` -> `dmlab30`, `atari/<game>` -> `atari`, `atari57` -> `atari57`,
-   `toy/<task>` -> `toy`; no level at all -> `toy`), so the release's own command lines get the
+2. the preset: `--preset`, or else the one the level implies (`implied`, given by the caller from
+   the level's suite, `impala_tf.envs.preset_for_level`: a DeepMind Lab level -> `dmlab`, `dmlab30`
+   -> `dmlab30`, `atari/<game>` -> `atari`, `atari57` -> `atari57`, `toy/<task>` -> `toy`,
+   `gym/<id>` -> `gym`; no level at all -> `toy`), so the release's own command lines get the
    paper's settings without `--preset`;
 3. flags given on the command line;
 4. facts of the environment (`impala_tf.envs.complete_config`): its kind, number of actions, whether
@@ -147,6 +148,16 @@ PRESETS["atari57"] = _derive(
     runtime={"num_actors": 114},
 )
 
+# Gymnasium environments (`gym/<id>`, beyond the paper): the `toy` preset's small, fast settings on
+# 2 cores, feed-forward (MinAtar and MiniGrid's fully observed tasks are Markov), one frame per step.
+# These hyperparameters are ours, not the paper's.
+PRESETS["gym"] = _derive(
+    PRESETS["toy"],
+    env={"level_name": "gym/CartPole-v1"},
+    agent={"use_lstm": False},
+    learner={"batch_size": 16, "total_environment_frames": 2_000_000},
+)
+
 # Population-based training (appendix F; `python -m impala_tf.experiment --mode=pbt`): the suite
 # presets whose members evolve the hyperparameters of Table D.1 (DMLab-30: entropy cost, learning
 # rate, RMSProp epsilon) or Table G.1 (Atari-57: also the gradient-clipping threshold). Their
@@ -172,15 +183,6 @@ PRESETS["dmlab30_popart"] = _derive(PRESETS["dmlab30"], learner={"popart": True}
 PRESETS["atari57_popart"] = _derive(PRESETS["atari57"], learner={"popart": True})
 # The PBT preset `--mode=pbt` uses when the level implies a fixed preset that has one.
 PBT_PRESETS = {"dmlab30": "dmlab30_pbt", "atari57": "atari57_pbt"}
-
-
-def preset_for_level(level_name: str | None) -> str:
-    """The preset a level implies (see the module docstring); `toy` without a level."""
-    if not level_name:
-        return DEFAULT_PRESET
-    if level_name in ("dmlab30", "atari57"):
-        return level_name
-    return {"toy": "toy", "atari": "atari", "dmlab": "dmlab"}[configs.level_kind(level_name)]
 
 
 def preset_keys() -> set[str]:
@@ -214,21 +216,30 @@ def resolve(
     preset: str | None = None,
     overrides: Mapping[str, Mapping[str, Any]] | None = None,
     pbt: bool = False,
+    implied: str | None = None,
 ) -> Resolved:
     """Defaults, then the preset (given, or chosen from the level), then `overrides` (the flags).
 
     Environment facts are filled in afterwards by `impala_tf.envs.complete_config`. With `pbt`
     (`--mode=pbt`), a preset chosen from the level is its PBT variant where there is one
-    (`PBT_PRESETS`: `dmlab30` -> `dmlab30_pbt`, `atari57` -> `atari57_pbt`).
+    (`PBT_PRESETS`: `dmlab30` -> `dmlab30_pbt`, `atari57` -> `atari57_pbt`). `implied` is the
+    preset the level implies (`impala_tf.envs.preset_for_level`; the suites live above this floor),
+    used when `preset` is None.
 
     Raises:
-      ValueError: unknown preset, section or field, or a value out of range.
+      ValueError: unknown preset, section or field, or a value out of range; a level without
+        `implied` or `preset`.
     """
     overrides = {section: dict(fields) for section, fields in (overrides or {}).items()}
     level = overrides.get("env", {}).get("level_name")
     if preset is None:
         chosen_by = "level" if level else "default"
-        preset = preset_for_level(level)
+        if level and implied is None:
+            raise ValueError(
+                f"the preset of level {level!r} comes from its suite: pass "
+                "implied=impala_tf.envs.preset_for_level(level), or a preset"
+            )
+        preset = implied or DEFAULT_PRESET
         if pbt:
             preset = PBT_PRESETS.get(preset, preset)
     else:

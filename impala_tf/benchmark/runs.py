@@ -36,7 +36,7 @@ def e2e_config(run: dict[str, Any]) -> tuple[str, dict[str, dict[str, Any]]]:
         overrides["runtime"]["malloc_keep_mb"] = int(run["malloc_keep_mb"])
     if "send_frames_once" in run:
         overrides["runtime"]["send_frames_once"] = bool(run["send_frames_once"])
-    return presets.preset_for_level(run["level"]), overrides
+    return envs.preset_for_level(run["level"]), overrides
 
 
 def completed_config(preset: str, overrides: dict[str, dict[str, Any]]) -> configs.Config:

@@ -41,6 +41,7 @@ import numpy as np
 import dmlab30
 from impala_tf.base import structures
 from impala_tf.base.configs import EnvConfig
+from impala_tf.envs import suites
 from impala_tf.envs.base import Environment
 
 _log = logging.getLogger(__name__)
@@ -289,3 +290,43 @@ class DmLabEnvironment(Environment):
 def create(level_name: str, config: EnvConfig, seed: int, is_test: bool = False) -> Environment:
     """Builds a `DmLabEnvironment` for one level (the registry's entry point)."""
     return DmLabEnvironment(level_name, config, seed, is_test)
+
+
+def _check_available(config: EnvConfig, meant: str) -> None:
+    """`deepmind_lab` imports here (built from source, docs/real_dmlab.md); `meant` is a
+    " (did you mean ...?)" of other suites' close names, or empty."""
+    try:
+        import_deepmind_lab()
+    except DeepMindLabNotInstalledError as error:
+        cause = error.__cause__
+        raise ImportError(
+            f"Cannot import deepmind_lab ({type(cause).__name__}: {cause}), needed to run "
+            f"--level_name={config.level_name} as a DeepMind Lab level{meant}; it is built from "
+            "source: bash "
+            "scripts/build_dmlab.sh, see docs/real_dmlab.md"
+        ) from error
+
+
+def _reference_scores(level_name: str) -> tuple[float, float] | None:
+    """Random and human episode returns of a DMLab-30 test level (paper Table C.2's columns)."""
+    level = dmlab30.LEVEL_MAPPING.get(level_name, level_name)
+    if level not in dmlab30.RANDOM_SCORES:
+        return None
+    return dmlab30.RANDOM_SCORES[level], dmlab30.HUMAN_SCORES[level]
+
+
+# The last suite of the registry: every name no other suite owns is a DeepMind Lab level.
+SUITE = suites.Suite(
+    name="dmlab",
+    describe="any other name: a DeepMind Lab level (rooms_watermaze, seekavoid_arena_01), dmlab30",
+    owns=lambda name: True,
+    suite_levels=suite_levels,
+    environment_spec=environment_spec,
+    create=create,
+    preset=lambda name: name if name == SUITE_NAME else "dmlab",
+    check_available=_check_available,
+    use_instruction=True,
+    environment_bytes=250 * 2**20,
+    reference_scores=_reference_scores,
+    names=lambda: [*dmlab30.ALL_LEVELS, SUITE_NAME],
+)

@@ -24,12 +24,14 @@ See docs/toy_tasks.md for the rules and the derivation of those returns.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 
 import numpy as np
 
 from impala_tf.base import structures
 from impala_tf.base.configs import EnvConfig
+from impala_tf.envs import suites
 from impala_tf.envs.base import Environment
 
 FRAME_HEIGHT = 24
@@ -250,3 +252,23 @@ def create(level_name: str, config: EnvConfig, seed: int, is_test: bool = False)
     """A toy task seeded with `seed`; `config` and `is_test` change nothing (one frame per step)."""
     del config, is_test
     return _task(level_name)(seed)
+
+
+def _complete(config: EnvConfig) -> EnvConfig:
+    """One agent step is one frame on every toy task."""
+    return dataclasses.replace(config, num_action_repeats=1)
+
+
+SUITE = suites.Suite(
+    name="toy",
+    describe="toy/<task> (" + ", ".join([*TASKS, *SUITES]) + ")",
+    owns=lambda name: name.startswith("toy/"),
+    suite_levels=suite_levels,
+    environment_spec=environment_spec,
+    create=create,
+    preset=lambda name: "toy",
+    complete=_complete,
+    replayed_videos=True,
+    environment_bytes=30 * 2**20,
+    names=lambda: [*TASKS, *SUITES],
+)

@@ -21,7 +21,7 @@ from typing import Any
 from impala_tf import envs
 from impala_tf.agent import cores, frame_stacks, networks
 from impala_tf.base import configs, structures
-from impala_tf.envs import atari, atari_vector, workers
+from impala_tf.envs import workers
 from impala_tf.run import memory
 from impala_tf.run.memory import memory_estimate as memory_estimate
 
@@ -102,7 +102,7 @@ def agent_parts(config: configs.Config) -> AgentParts:
         config.agent.num_actions,
         use_lstm=config.agent.use_lstm,
         use_instruction=config.agent.use_instruction,
-        atari=config.env.kind == "atari",
+        inputs=envs.suite_of(config.env.level_name).network_inputs(config.env),
         num_values=len(levels) if config.learner.popart else 1,
         torso_dtype=config.agent.torso_dtype,
         core=config.agent.core_name,
@@ -140,16 +140,22 @@ def run_parts(config: configs.Config) -> RunParts:
 
 def _sent_stack_depth(config: configs.Config) -> int:
     """K when actors send each stacked frame once (`--send_frames_once`, Atari), else 0."""
-    if config.runtime.send_frames_once and config.env.kind == "atari":
-        return atari.FRAME_STACK
+    if config.runtime.send_frames_once:
+        return envs.suite_of(config.env.level_name).sent_stack_depth
     return 0
 
 
-def uses_native_atari(level_names: Sequence[str], config: configs.EnvConfig) -> bool:
-    """Whether training environments of these levels run on ale-py's native vector environment:
-    Atari levels with `config.atari_backend == "native"`."""
-    kinds = {envs.environment_kind(name) for name in level_names}
-    return kinds == {"atari"} and config.atari_backend == "native"
+def uses_in_process_batch(level_names: Sequence[str], config: configs.EnvConfig) -> bool:
+    """Whether training environments of these levels step in the actor's process on their suite's
+    vectorised engine (`Suite.batched`; Atari with `config.atari_backend == "native"`)."""
+    suites = {id(envs.suite_of(name)): envs.suite_of(name) for name in level_names}
+    if len(suites) != 1:
+        return False
+    (suite,) = suites.values()
+    return suite.batched is not None and suite.uses_batched(config)
+
+
+uses_native_atari = uses_in_process_batch  # The name the Atari backend's tests know.
 
 
 def batched_environment(
@@ -157,8 +163,9 @@ def batched_environment(
 ) -> Any:
     """The E training environments of one actor, stepped as a batch.
 
-    Atari levels with `config.atari_backend == "native"` run in the actor's process on ale-py's
-    `AtariVectorEnv` (`impala_tf.envs.atari_vector.AtariVectorBatch`); everything else runs one
+    A suite with a vectorised engine runs them in the actor's process (`Suite.batched`: Atari
+    levels with `config.atari_backend == "native"` on ale-py's `AtariVectorEnv`,
+    `impala_tf.envs.atari_vector.AtariVectorBatch`); everything else runs one
     worker process per environment (`impala_tf.envs.workers.BatchedEnvironment`). Both have
     `initial()`, `step(actions [E])` -> `StepOutput` `[E, ...]`, `num_actions` and `close()`.
 
@@ -169,8 +176,8 @@ def batched_environment(
     """
     if len(seeds) != len(level_names):
         raise ValueError(f"{len(seeds)} seeds for {len(level_names)} levels")
-    if uses_native_atari(level_names, config):
-        return atari_vector.AtariVectorBatch(level_names, config, seeds)
+    if uses_in_process_batch(level_names, config):
+        return envs.suite_of(level_names[0]).batched(level_names, config, seeds)
     factories = [
         workers.EnvFactory(level, config, seed)
         for level, seed in zip(level_names, seeds, strict=True)

@@ -36,9 +36,6 @@ from impala_tf.envs import workers
 from impala_tf.run import builders, checkpoints, rundir, videos
 
 POLICIES = ("sampled", "greedy")
-# Environments whose video game is replayed here for full-colour frames (cheap and deterministic);
-# DeepMind Lab's observations are already its RGB frames.
-REPLAYED_KINDS = ("toy", "atari")
 
 
 # --- Configuration and checkpoints. ------------------------------------------------------------------
@@ -234,7 +231,9 @@ def write_level_videos(
     Returns:
       The paths written, MP4 first.
     """
-    replayed = envs.environment_kind(level) in REPLAYED_KINDS
+    # Cheap, deterministic games are replayed for full-colour frames (`Suite.replayed_videos`);
+    # DeepMind Lab's observations are already its RGB frames.
+    replayed = envs.suite_of(level).replayed_videos
     return videos.write_videos(
         video_stem(video_dir, level), level, recording, factory if replayed else None, warn
     )

@@ -32,10 +32,8 @@ def require_completed(config: configs.Config) -> configs.Config:
 # about 0.3-0.4 GB; BENCHMARKS.md's peak RSS of learners; the release's README: a DeepMind Lab
 # actor needs "a few hundred MB").
 _PROCESS_BYTES = 350 * 2**20
-_ENVIRONMENT_BYTES = {"toy": 30 * 2**20, "atari": 60 * 2**20, "dmlab": 250 * 2**20}
-# An Atari environment of the native backend, inside the actor process (measured: 1.8 MB each for
-# 32 Pong environments).
-_NATIVE_ATARI_BYTES = 2 * 2**20
+# Per environment: its suite's `environment_bytes` (a worker process) or, inside the actor process,
+# `batched_environment_bytes` (`impala_tf.envs.suites.Suite`).
 
 
 def memory_estimate(config: configs.Config) -> dict[str, int]:
@@ -55,7 +53,8 @@ def memory_estimate(config: configs.Config) -> dict[str, int]:
         learner += replay_steps * frame_bytes
     runtime = config.runtime
     environments = runtime.num_actors * runtime.envs_per_actor
-    native = config.env.kind == "atari" and config.env.atari_backend == "native"
-    per_environment = _NATIVE_ATARI_BYTES if native else _ENVIRONMENT_BYTES[config.env.kind]
+    suite = envs.suite_of(config.env.level_name)
+    in_process = suite.batched is not None and suite.uses_batched(config.env)
+    per_environment = suite.batched_environment_bytes if in_process else suite.environment_bytes
     actors = runtime.num_actors * _PROCESS_BYTES + environments * per_environment
     return {"learner": int(learner), "actors": int(actors)}
