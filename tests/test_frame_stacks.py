@@ -39,7 +39,9 @@ def _trajectory(frames, done):
     zeros = np.zeros(steps, np.float32)
     env_outputs = structures.StepOutput(
         reward=zeros,
-        info=structures.StepOutputInfo(zeros, np.zeros(steps, np.int32), np.zeros(steps, bool)),
+        info=structures.StepOutputInfo(
+            zeros, np.zeros(steps, np.int32), np.zeros(steps, bool), np.zeros(steps, bool)
+        ),
         done=done,
         observation=structures.Observation(frames, np.full(steps, b"", dtype=object)),
     )

@@ -34,7 +34,10 @@ def make_env_outputs(rng, shape, t, b, instructions=None, done=None, reward=None
             else np.asarray(reward, np.float32)
         ),
         info=structures.StepOutputInfo(
-            np.zeros((t, b), np.float32), np.zeros((t, b), np.int32), np.zeros((t, b), bool)
+            np.zeros((t, b), np.float32),
+            np.zeros((t, b), np.int32),
+            np.zeros((t, b), bool),
+            np.zeros((t, b), bool),
         ),
         done=np.zeros((t, b), bool) if done is None else np.asarray(done, bool),
         observation=structures.Observation(
@@ -51,6 +54,7 @@ def index_time(env_outputs, i):
             env_outputs.info.episode_return[i],
             env_outputs.info.episode_step[i],
             env_outputs.info.game_over[i],
+            env_outputs.info.truncated[i],
         ),
         done=env_outputs.done[i],
         observation=structures.Observation(
@@ -257,6 +261,7 @@ def test_steps_equal_unroll_with_done_mid_sequence():
             env.info.episode_return[2:, 1:],
             env.info.episode_step[2:, 1:],
             env.info.game_over[2:, 1:],
+            env.info.truncated[2:, 1:],
         ),
         done=np.zeros((t - 2, 1), bool),
         observation=structures.Observation(

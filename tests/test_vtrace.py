@@ -359,3 +359,41 @@ def test_float64():
         logits, logits[::-1], np.zeros((5, 3), np.int64), *list(inputs.values())[1:]
     )
     assert out.vs.dtype == tf.float64
+
+
+def test_a_truncation_cuts_the_traces_and_bootstraps_from_the_last_state():
+    """A time-limit truncation after step k (done, so gamma_k = 0): with the cut, steps < k get the
+    ground truth of the episode's part ending at x_k with bootstrap V(x_k), v_k = V(x_k) and no
+    advantage at k, and steps > k the ground truth of the next part."""
+    rng = np.random.default_rng(7)
+    num_steps, batch_size, k = 9, 2, 4
+    inputs = dict(
+        log_rhos=rng.uniform(-1.0, 1.0, (num_steps, batch_size)).astype(np.float32),
+        discounts=np.full((num_steps, batch_size), 0.9, np.float32),
+        rewards=rng.normal(size=(num_steps, batch_size)).astype(np.float32),
+        values=rng.normal(size=(num_steps, batch_size)).astype(np.float32),
+        bootstrap_value=rng.normal(size=(batch_size,)).astype(np.float32),
+    )
+    inputs["discounts"][k] = 0.0  # `done` after a_k: the stream reset at once.
+    truncated = np.zeros((num_steps, batch_size), bool)
+    truncated[k] = True
+    rewards = vtrace.cut_at_truncations(
+        tf.constant(inputs["rewards"]), tf.constant(inputs["values"]), tf.constant(truncated)
+    )
+    cut = vtrace.from_importance_weights(**{**inputs, "rewards": rewards})
+
+    def truth(lo, hi, bootstrap):
+        part = {key: inputs[key][lo:hi] for key in ("log_rhos", "discounts", "rewards", "values")}
+        return _ground_truth(**part, bootstrap_value=bootstrap, clip_rho=1.0, clip_pg_rho=1.0)
+
+    vs_before, adv_before = truth(0, k, inputs["values"][k])
+    vs_after, adv_after = truth(k + 1, num_steps, inputs["bootstrap_value"])
+    np.testing.assert_allclose(cut.vs.numpy()[:k], vs_before, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(cut.pg_advantages.numpy()[:k], adv_before, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(cut.vs.numpy()[k], inputs["values"][k], rtol=1e-6)
+    np.testing.assert_allclose(cut.pg_advantages.numpy()[k], 0.0, atol=1e-6)
+    np.testing.assert_allclose(cut.vs.numpy()[k + 1 :], vs_after, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(cut.pg_advantages.numpy()[k + 1 :], adv_after, rtol=1e-5, atol=1e-5)
+    # Without the cut the truncation is a terminal: step k-1's target differs.
+    terminal = vtrace.from_importance_weights(**inputs)
+    assert not np.allclose(terminal.vs.numpy()[k - 1], vs_before[k - 1])

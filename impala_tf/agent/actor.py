@@ -58,7 +58,7 @@ class InferenceStep:
         return _to_numpy(self._agent.initial_state(batch_size))
 
     def _network_step(self, last_action, reward, done, frame, instruction, flat_state):
-        info = structures.StepOutputInfo((), (), ())
+        info = structures.StepOutputInfo((), (), (), ())
         observation = structures.Observation(frame, instruction)
         env_output = structures.StepOutput(reward, info, done, observation)
         state = tree.unflatten_as(self._state_structure, flat_state)

@@ -8,7 +8,9 @@ Table 1 footnote:
 2. bootstrap from the value of the last observation (`learner baseline[T]`);
 3. shift: behaviour outputs and environment outputs `[1:]`, learner outputs `[:-1]`;
 4. V-trace with `discount_t = gamma * (1 - done_{t+1})` on the clipped rewards (or one of the
-   corrections it is compared with in section 5.2.2, `--off_policy_correction`);
+   corrections it is compared with in section 5.2.2, `--off_policy_correction`); where a time limit
+   truncated the episode (`info.truncated`, gym/ levels) the traces are cut and the step before
+   bootstraps from the value of the last state (`vtrace.cut_at_truncations`);
 5. policy-gradient + `baseline_cost` x baseline + `entropy_cost` x entropy losses, summed over T and B;
 6. one RMSProp step with the learning rate annealed linearly to zero over the environment frames,
    read from the frame counter before the step (a population-based-training member: its evolved
@@ -52,6 +54,8 @@ class AlignedBatch(NamedTuple):
       done: `[T, B]` bool, True when a_t ended the episode.
       values: `[T, B]` float32, the learner's V(x_t).
       bootstrap_value: `[B]` float32, the learner's V(x_T) (value of the last observation).
+      truncated: `[T, B]` bool, True when a_t's episode was cut by a time limit (not terminal:
+        `vtrace.cut_at_truncations`), or None.
     """
 
     behaviour_logits: tf.Tensor
@@ -61,6 +65,7 @@ class AlignedBatch(NamedTuple):
     done: tf.Tensor
     values: tf.Tensor
     bootstrap_value: tf.Tensor
+    truncated: tf.Tensor | None = None
 
 
 def to_time_major(batch: structures.Trajectory) -> structures.Trajectory:
@@ -94,6 +99,7 @@ def align(batch: structures.Trajectory, learner_outputs: structures.AgentOutput)
         done=batch.env_outputs.done[1:],
         values=learner_outputs.baseline[:-1],
         bootstrap_value=learner_outputs.baseline[-1],
+        truncated=batch.env_outputs.info.truncated[1:],
     )
 
 
@@ -188,6 +194,10 @@ def popart_loss(
 def _returns(aligned: AlignedBatch, config: LearnerConfig) -> vtrace.VTraceFromLogitsReturns:
     """V-trace targets and advantages (or the configured correction's) on clipped rewards."""
     clipped_rewards = losses.clip_rewards(aligned.rewards, config.reward_clipping)
+    if aligned.truncated is not None:
+        clipped_rewards = vtrace.cut_at_truncations(
+            clipped_rewards, aligned.values, aligned.truncated
+        )
     discounts = tf.cast(tf.logical_not(aligned.done), tf.float32) * config.discounting
     inputs = corrections.CorrectionInputs(
         behaviour_policy_logits=aligned.behaviour_logits,

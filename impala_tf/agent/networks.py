@@ -506,7 +506,10 @@ class Agent(snt.Module):
         env_output = structures.StepOutput(
             reward=tf.zeros([1]),
             info=structures.StepOutputInfo(
-                tf.zeros([1]), tf.zeros([1], tf.int32), tf.zeros([1], tf.bool)
+                tf.zeros([1]),
+                tf.zeros([1], tf.int32),
+                tf.zeros([1], tf.bool),
+                tf.zeros([1], tf.bool),
             ),
             done=tf.ones([1], tf.bool),
             observation=structures.Observation(frame, tf.constant([""])),

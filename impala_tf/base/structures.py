@@ -90,11 +90,15 @@ class StepOutputInfo(NamedTuple):
         ends it, the finished game's return.
       episode_step: int32, agent steps of the game so far (frames = steps x action repeats).
       game_over: bool, True on the step that ended a whole game (implies `done`).
+      truncated: bool, True on a `done` step where the episode was cut (a time limit, Gymnasium's
+        `truncated`) rather than terminated: the state is not terminal, so the learner cuts
+        V-trace's traces there instead of discounting to zero (`impala_tf.maths.vtrace`).
     """
 
     episode_return: Any
     episode_step: Any
     game_over: Any
+    truncated: Any
 
 
 class StepOutput(NamedTuple):
@@ -170,6 +174,7 @@ def step_output_specs(observation_spec: Observation) -> StepOutput:
             episode_return=ArraySpec((), np.float32, "episode_return"),
             episode_step=ArraySpec((), np.int32, "episode_step"),
             game_over=ArraySpec((), np.bool_, "game_over"),
+            truncated=ArraySpec((), np.bool_, "truncated"),
         ),
         done=ArraySpec((), np.bool_, "done"),
         observation=observation_spec,
@@ -227,7 +232,7 @@ def initial_step_output(observation: Observation) -> StepOutput:
     """The first `StepOutput` of a run: reward 0, zero info, `done=True` (the release's `initial()`)."""
     return StepOutput(
         reward=np.float32(0.0),
-        info=StepOutputInfo(np.float32(0.0), np.int32(0), np.bool_(False)),
+        info=StepOutputInfo(np.float32(0.0), np.int32(0), np.bool_(False), np.bool_(False)),
         done=np.bool_(True),
         observation=observation,
     )

@@ -240,7 +240,10 @@ class AtariVectorBatch:
         return structures.StepOutput(
             reward=np.zeros([num], np.float32),
             info=structures.StepOutputInfo(
-                np.zeros([num], np.float32), np.zeros([num], np.int32), np.zeros([num], bool)
+                np.zeros([num], np.float32),
+                np.zeros([num], np.int32),
+                np.zeros([num], bool),
+                np.zeros([num], bool),
             ),
             done=np.ones([num], bool),
             observation=self._observation(),
@@ -279,6 +282,7 @@ class AtariVectorBatch:
             self._episode_return.astype(np.float32),
             self._episode_step.astype(np.int32),
             game_over,
+            np.zeros_like(game_over),  # Atari's frame cap ends games as the paper does: terminal.
         )
         self._episode_return[game_over] = 0.0
         self._episode_step[game_over] = 0

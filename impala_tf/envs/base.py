@@ -47,6 +47,11 @@ class Environment(abc.ABC):
         """After a `done` step: whether the whole game ended (False for an Atari life loss)."""
         return True
 
+    def truncated(self) -> bool:
+        """After a `done` step: whether the episode was cut by a time limit rather than ended in a
+        terminal state (Gymnasium's `truncated`); False for the paper's suites."""
+        return False
+
     def close(self) -> None:
         """Releases the environment's resources."""
 
@@ -85,10 +90,14 @@ class StepStream:
             raise ValueError(f"action {action} outside [0, {self.env.num_actions})")
         reward, done, observation = self.env.step(action)
         game_over = bool(done) and self.env.game_over()
+        truncated = bool(done) and self.env.truncated()
         self._episode_return += float(reward)
         self._episode_step += 1
         info = structures.StepOutputInfo(
-            np.float32(self._episode_return), np.int32(self._episode_step), np.bool_(game_over)
+            np.float32(self._episode_return),
+            np.int32(self._episode_step),
+            np.bool_(game_over),
+            np.bool_(truncated),
         )
         if done:
             observation = self.env.reset()

@@ -269,3 +269,25 @@ def _check_rank(tensor: tf.Tensor, rank: int, name: str) -> None:
     """Raises ValueError when `tensor`'s static rank is known and differs from `rank`."""
     if tensor.shape.rank is not None and tensor.shape.rank != rank:
         raise ValueError(f"{name} must have rank {rank}, got shape {tensor.shape}")
+
+
+def cut_at_truncations(rewards: tf.Tensor, values: tf.Tensor, truncated: tf.Tensor) -> tf.Tensor:
+    """Rewards that cut the traces where an episode was truncated (a time limit), not terminated.
+
+    At a truncated step t the episode's next state is not terminal but is lost (the stream resets
+    at once, `impala_tf.envs.base.StepStream`), and `done` has set `gamma_t = 0`. Replacing `r_t`
+    by `V(x_t)` (no gradient) makes `delta_t = 0`, so `v_t = V(x_t)` and the advantage at t is 0
+    (nothing is learnt from the cut step), while step t-1 bootstraps from `V(x_t)` with its own
+    discount: the target a time limit calls for, instead of a terminal return. Works for every
+    correction of `impala_tf.maths.corrections` (each is built on `r_t + gamma_t v_{t+1} - V_t`).
+
+    Args:
+      rewards: `[T, B]` (clipped) rewards.
+      values: `[T, B]` V(x_t) as V-trace sees them (unnormalised with PopArt).
+      truncated: `[T, B]` bool, True where a_t's episode was truncated (implies `done`).
+
+    Returns:
+      `[T, B]` rewards.
+    """
+    values = tf.stop_gradient(tf.cast(values, rewards.dtype))
+    return tf.where(tf.cast(truncated, tf.bool), values, rewards)
