@@ -126,7 +126,7 @@ def test_a_gym_vector_level_completes_with_an_mlp_torso():
     assert (config.env.kind, config.agent.num_actions) == ("gym", 2)
     spec, _ = envs.environment_spec(config.env.level_name, config.env)
     assert spec.frame.shape == (4,) and np.dtype(spec.frame.dtype) == np.float32
-    agent = builders.build_agent(config)
+    agent = builders.agent_parts(config).agent
     assert agent.torso_name == "mlp"
 
 
