@@ -119,6 +119,7 @@ def test_reference_scores_where_the_paper_has_them():
 
 
 def test_a_gym_vector_level_completes_with_an_mlp_torso():
+    from impala_tf.agent import networks
     from impala_tf.base import presets
     from impala_tf.run import builders
 
@@ -127,7 +128,7 @@ def test_a_gym_vector_level_completes_with_an_mlp_torso():
     spec, _ = envs.environment_spec(config.env.level_name, config.env)
     assert spec.frame.shape == (4,) and np.dtype(spec.frame.dtype) == np.float32
     agent = builders.agent_parts(config).agent
-    assert agent.torso_name == "mlp"
+    assert isinstance(agent._torso, networks.MLPTorso)
 
 
 @pytest.mark.parametrize(
