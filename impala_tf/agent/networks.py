@@ -30,6 +30,8 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
+import numpy as np
+
 import sonnet as snt
 import tensorflow as tf
 import tree
