@@ -31,7 +31,6 @@ import math
 from typing import Any, NamedTuple
 
 import numpy as np
-
 import sonnet as snt
 import tensorflow as tf
 import tree
