@@ -383,11 +383,11 @@ runpy.run_module("impala_tf.experiment", run_name="__main__", alter_sys=True)
 """
 
 
-def run_without_tensorflow(*flags, cwd=REPO, timeout=100):
+def run_without_tensorflow(*flags, cwd=REPO, timeout=100, env=None):
     return subprocess.run(
         [sys.executable, "-c", WITHOUT_TENSORFLOW, *flags],
         cwd=cwd,
-        env={**os.environ, "PYTHONPATH": REPO},
+        env={**os.environ, "PYTHONPATH": REPO, **(env or {})},
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -427,14 +427,7 @@ def test_every_input_check_runs_before_tensorflow_is_imported(tmp_path):
     ],
 )
 def test_a_malformed_cluster_spec_is_named_before_the_missing_logdir(flags, env, message):
-    result = subprocess.run(
-        [sys.executable, "-c", WITHOUT_TENSORFLOW, "--level_name=toy/catch", *flags],
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": REPO, **env},
-        capture_output=True,
-        text=True,
-        timeout=100,
-    )
+    result = run_without_tensorflow("--level_name=toy/catch", *flags, env=env)
     assert result.returncode == 2, result.stderr
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and message in errors[0], result.stderr
@@ -444,32 +437,18 @@ def test_a_malformed_cluster_spec_is_named_before_the_missing_logdir(flags, env,
 @pytest.mark.timeout(200)
 def test_an_actor_described_by_tf_config_needs_no_logdir_but_a_learner_does(tmp_path):
     spec = '{"cluster": {"learner": ["localhost:1"], "actor": ["localhost:2"]}, "task": %s}'
-    learner = subprocess.run(
-        [sys.executable, "-c", WITHOUT_TENSORFLOW, "--level_name=toy/catch"],
+    learner = run_without_tensorflow(
+        "--level_name=toy/catch",
         cwd=tmp_path,
-        env={
-            **os.environ,
-            "PYTHONPATH": REPO,
-            "TF_CONFIG": spec % '{"type": "learner", "index": 0}',
-        },
-        capture_output=True,
-        text=True,
-        timeout=100,
+        env={"TF_CONFIG": spec % '{"type": "learner", "index": 0}'},
     )
     assert learner.returncode == 2 and "a learner of a distributed run needs --logdir" in (
         learner.stderr
     )
-    actor = subprocess.run(
-        [sys.executable, "-c", WITHOUT_TENSORFLOW, "--level_name=toy/catch"],
+    actor = run_without_tensorflow(
+        "--level_name=toy/catch",
         cwd=tmp_path,
-        env={
-            **os.environ,
-            "PYTHONPATH": REPO,
-            "TF_CONFIG": spec % '{"type": "actor", "index": 0}',
-        },
-        capture_output=True,
-        text=True,
-        timeout=100,
+        env={"TF_CONFIG": spec % '{"type": "actor", "index": 0}'},
     )
     # The actor passes every input check and gets as far as TensorFlow (blocked here).
     assert "needs --logdir" not in actor.stderr and "tensorflow" in actor.stderr, actor.stderr

@@ -105,16 +105,21 @@ def test_no_clipping_with_none_thresholds():
     np.testing.assert_allclose(out.pg_advantages.numpy(), adv, rtol=1e-5, atol=1e-3)
 
 
-def test_zero_discount_splits_trace_into_independent_parts():
-    rng = np.random.default_rng(1)
-    num_steps, batch_size, cut = 8, 3, 4
-    inputs = dict(
+def _random_inputs(rng, num_steps: int, batch_size: int) -> dict:
+    """Random float32 inputs of `from_importance_weights` with every discount 0.9."""
+    return dict(
         log_rhos=rng.uniform(-1.0, 1.0, (num_steps, batch_size)).astype(np.float32),
         discounts=np.full((num_steps, batch_size), 0.9, np.float32),
         rewards=rng.normal(size=(num_steps, batch_size)).astype(np.float32),
         values=rng.normal(size=(num_steps, batch_size)).astype(np.float32),
         bootstrap_value=rng.normal(size=(batch_size,)).astype(np.float32),
     )
+
+
+def test_zero_discount_splits_trace_into_independent_parts():
+    rng = np.random.default_rng(1)
+    num_steps, batch_size, cut = 8, 3, 4
+    inputs = _random_inputs(rng, num_steps, batch_size)
     inputs["discounts"][cut - 1] = 0.0  # The episode ends after step cut - 1.
     whole = vtrace.from_importance_weights(**inputs)
 
@@ -367,13 +372,7 @@ def test_a_truncation_cuts_the_traces_and_bootstraps_from_the_last_state():
     advantage at k, and steps > k the ground truth of the next part."""
     rng = np.random.default_rng(7)
     num_steps, batch_size, k = 9, 2, 4
-    inputs = dict(
-        log_rhos=rng.uniform(-1.0, 1.0, (num_steps, batch_size)).astype(np.float32),
-        discounts=np.full((num_steps, batch_size), 0.9, np.float32),
-        rewards=rng.normal(size=(num_steps, batch_size)).astype(np.float32),
-        values=rng.normal(size=(num_steps, batch_size)).astype(np.float32),
-        bootstrap_value=rng.normal(size=(batch_size,)).astype(np.float32),
-    )
+    inputs = _random_inputs(rng, num_steps, batch_size)
     inputs["discounts"][k] = 0.0  # `done` after a_k: the stream reset at once.
     truncated = np.zeros((num_steps, batch_size), bool)
     truncated[k] = True
