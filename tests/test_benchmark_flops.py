@@ -127,17 +127,12 @@ def _reference_float32_torso(torso: networks.ResNetTorso, frame: tf.Tensor) -> t
     return tf.nn.relu(torso._linear(networks.snt.Flatten()(tf.nn.relu(x))))
 
 
-def test_bfloat16_torso_is_opt_in_and_keeps_float32_weights_and_gradients():
-    frame = tf.random.uniform((2,) + common.ATARI_FRAME, 0, 256, tf.int32, seed=3)
-    frame = tf.cast(frame, tf.uint8)
-    default = networks.ResNetTorso()
-    assert default.compute_dtype == "float32"
-    # The default is bit-identical to the float32 computation.
-    assert tf.reduce_all(default(frame) == _reference_float32_torso(default, frame))
-    fast = networks.ResNetTorso(compute_dtype="bfloat16")
+def _bfloat16_copy_output(default, fast, frame):
+    """Gives the bfloat16 torso `fast` the float32 torso `default`'s weights, checks that its
+    weights, output and gradients stay float32, and returns its output on `frame`."""
     fast(frame)
     for mine, theirs in zip(fast.trainable_variables, default.trainable_variables, strict=True):
-        assert mine.dtype == tf.float32
+        assert mine.dtype == tf.float32 and mine.shape == theirs.shape
         mine.assign(theirs)
     with tf.GradientTape() as tape:
         out = fast(frame)
@@ -145,6 +140,17 @@ def test_bfloat16_torso_is_opt_in_and_keeps_float32_weights_and_gradients():
     assert out.dtype == tf.float32
     gradients = tape.gradient(total, fast.trainable_variables)
     assert all(g is not None and g.dtype == tf.float32 for g in gradients)
+    return out
+
+
+def test_bfloat16_torso_is_opt_in_and_keeps_float32_weights_and_gradients():
+    frame = tf.random.uniform((2,) + common.ATARI_FRAME, 0, 256, tf.int32, seed=3)
+    frame = tf.cast(frame, tf.uint8)
+    default = networks.ResNetTorso()
+    assert default.compute_dtype == "float32"
+    # The default is bit-identical to the float32 computation.
+    assert tf.reduce_all(default(frame) == _reference_float32_torso(default, frame))
+    out = _bfloat16_copy_output(default, networks.ResNetTorso(compute_dtype="bfloat16"), frame)
     # bfloat16 has 8 significant bits: close to the float32 torso, not equal.
     expected = default(frame)
     assert float(tf.norm(out - expected) / tf.norm(expected)) < 0.05
@@ -164,17 +170,7 @@ def test_bfloat16_shallow_torsos_keep_float32_weights_and_stay_close(torso_class
     default = torso_class()
     assert default.compute_dtype == "float32"
     expected = default(frame)
-    fast = torso_class(compute_dtype="bfloat16")
-    fast(frame)
-    for mine, theirs in zip(fast.trainable_variables, default.trainable_variables, strict=True):
-        assert mine.dtype == tf.float32 and mine.shape == theirs.shape
-        mine.assign(theirs)
-    with tf.GradientTape() as tape:
-        out = fast(frame)
-        total = tf.reduce_sum(out)
-    assert out.dtype == tf.float32
-    gradients = tape.gradient(total, fast.trainable_variables)
-    assert all(g is not None and g.dtype == tf.float32 for g in gradients)
+    out = _bfloat16_copy_output(default, torso_class(compute_dtype="bfloat16"), frame)
     # The convolutions ran in bfloat16 (8 significant bits): close to float32, not equal.
     difference = float(tf.norm(out - expected) / tf.norm(expected))
     assert 0.0 < difference < 0.05

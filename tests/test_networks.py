@@ -92,22 +92,27 @@ def resnet_convs(c_in):
     return total
 
 
+def heads(n_in, num_actions):
+    # The policy logits and the baseline, both linear in the core's output.
+    return linear(n_in, num_actions) + linear(n_in, 1)
+
+
 LANGUAGE = 1000 * 20 + lstm(20, 64)  # Embed(1000, 20) + LSTM-64 (release `Agent._instruction`).
+
+
+def built_agent(kind, num_actions, specs, **options):
+    agent = networks.make_agent(kind, num_actions, **options)
+    agent.create_variables(structures.observation_specs(specs))
+    return agent
 
 
 def test_param_count_deep_dmlab_with_instruction():
     # 72x96 -> 36x48 -> 18x24 -> 9x12 (SAME max-pools, stride 2): 9*12*32 = 3456 features.
     core_in = 256 + 1 + 9 + 64  # = 330
     expected = (
-        resnet_convs(3)
-        + linear(9 * 12 * 32, 256)
-        + lstm(core_in, 256)
-        + LANGUAGE
-        + linear(256, 9)
-        + linear(256, 1)
+        resnet_convs(3) + linear(9 * 12 * 32, 256) + lstm(core_in, 256) + LANGUAGE + heads(256, 9)
     )
-    agent = networks.make_agent("deep", 9, use_lstm=True, use_instruction=True)
-    agent.create_variables(structures.observation_specs(DMLAB))
+    agent = built_agent("deep", 9, DMLAB, use_lstm=True, use_instruction=True)
     assert num_params(agent) == expected == 1_628_010
     assert len([v for v in agent.trainable_variables if len(v.shape) == 4]) == 15
     # Paper Figure 3: "15 convolutional layers and 1.6 million parameters".
@@ -124,11 +129,9 @@ def test_param_count_shallow_dmlab_with_instruction():
         + linear(7 * 10 * 32, 256)
         + lstm(256 + 1 + 9 + 64, 256)
         + LANGUAGE
-        + linear(256, 9)
-        + linear(256, 1)
+        + heads(256, 9)
     )
-    agent = networks.make_agent("shallow", 9, use_lstm=True, use_instruction=True)
-    agent.create_variables(structures.observation_specs(DMLAB))
+    agent = built_agent("shallow", 9, DMLAB, use_lstm=True, use_instruction=True)
     assert num_params(agent) == expected == 1_230_426
     # Paper Figure 3: "2 convolutional layers and 1.2 million parameters".
     assert abs(expected - 1.2e6) / 1.2e6 < 0.05
@@ -138,14 +141,8 @@ def test_param_count_shallow_dmlab_with_instruction():
 def test_param_count_deep_atari_feed_forward(num_actions):
     # 84x84 -> 42 -> 21 -> 11: 11*11*32 = 3872 features; heads read [256, r, one-hot a] directly.
     head_in = 256 + 1 + num_actions
-    expected = (
-        resnet_convs(4)
-        + linear(11 * 11 * 32, 256)
-        + linear(head_in, num_actions)
-        + linear(head_in, 1)
-    )
-    agent = networks.make_agent("deep", num_actions, use_lstm=False, use_instruction=False)
-    agent.create_variables(structures.observation_specs(ATARI))
+    expected = resnet_convs(4) + linear(11 * 11 * 32, 256) + heads(head_in, num_actions)
+    agent = built_agent("deep", num_actions, ATARI, use_lstm=False, use_instruction=False)
     assert num_params(agent) == expected
 
 
@@ -157,11 +154,9 @@ def test_param_count_atari_shallow_feed_forward():
         + conv(4, 32, 64)
         + conv(3, 64, 64)
         + linear(7 * 7 * 64, 256)
-        + linear(head_in, 18)
-        + linear(head_in, 1)
+        + heads(head_in, 18)
     )
-    agent = networks.make_agent("shallow", 18, use_lstm=False, use_instruction=False, atari=True)
-    agent.create_variables(structures.observation_specs(ATARI))
+    agent = built_agent("shallow", 18, ATARI, use_lstm=False, use_instruction=False, atari=True)
     assert isinstance(agent._torso, networks.AtariShallowTorso)
     assert num_params(agent) == expected
 
