@@ -28,7 +28,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -115,30 +114,15 @@ def measure_stage_costs(
     from impala_tf.benchmark import process
 
     preset, overrides = runs.e2e_config(run)
-    with tempfile.TemporaryDirectory(prefix="impala_bench_costs_") as tmp:
-        output = os.path.join(tmp, "costs.json")
-        spec = dict(
-            role="stage_costs",
-            preset=preset,
-            overrides=overrides,
-            fake_dmlab=runs.needs_fake_dmlab(run["level"]),
-            steps=steps,
-            output=output,
-            cpus=list(cpus) if cpus else None,
-        )
-        log = os.path.join(tmp, "log")
-        child = process.spawn(spec, log)
-        try:
-            code = child.wait(timeout)
-        finally:
-            process.stop_children([child])
-        if code != 0 or not os.path.exists(output):
-            with open(log, errors="replace") as f:
-                raise RuntimeError(
-                    f"stage costs of {run} failed (exit {code}):\n{f.read()[-3000:]}"
-                )
-        with open(output) as f:
-            return json.load(f)
+    spec = dict(
+        role="stage_costs",
+        preset=preset,
+        overrides=overrides,
+        fake_dmlab=runs.needs_fake_dmlab(run["level"]),
+        steps=steps,
+        cpus=list(cpus) if cpus else None,
+    )
+    return process.run_for_json(spec, timeout, f"stage costs of {run}")
 
 
 def bound_frames_per_second(

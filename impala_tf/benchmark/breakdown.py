@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
@@ -317,22 +316,8 @@ def _run_side(side: str, spec: dict[str, Any], timeout: float) -> dict[str, Any]
     """One side's child process, its JSON read back."""
     from impala_tf.benchmark import process
 
-    with tempfile.TemporaryDirectory(prefix="impala_bench_stages_") as tmp:
-        output, log = os.path.join(tmp, "stages.json"), os.path.join(tmp, "log")
-        child_spec = {**spec, "role": "stage_breakdown", "side": side, "output": output}
-        child = process.spawn(child_spec, log)
-        try:
-            code = child.wait(timeout)
-        finally:
-            process.stop_children([child])
-        if code != 0 or not os.path.exists(output):
-            with open(log, errors="replace") as f:
-                raise RuntimeError(
-                    f"stage breakdown ({side}) of {spec['run']} failed (exit {code}):\n"
-                    f"{f.read()[-3000:]}"
-                )
-        with open(output) as f:
-            return json.load(f)
+    child_spec = {**spec, "role": "stage_breakdown", "side": side}
+    return process.run_for_json(child_spec, timeout, f"stage breakdown ({side}) of {spec['run']}")
 
 
 def combine(

@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -57,6 +58,31 @@ def spawn(spec: dict[str, Any], log_path: str | None = None) -> subprocess.Popen
     finally:
         if log_path:
             out.close()
+
+
+def run_for_json(spec: dict[str, Any], timeout: float, what: str) -> Any:
+    """Runs `spawn(spec)` to its end and returns the JSON it writes to the file named `output`.
+
+    Args:
+      spec: the child's description, less `output` (a file in a fresh temporary directory).
+      timeout: seconds the child may run (`subprocess.TimeoutExpired` past them).
+      what: the child's work, named in the error.
+
+    Raises:
+      RuntimeError: with the tail of the child's log, if it fails or writes nothing.
+    """
+    with tempfile.TemporaryDirectory(prefix="impala_bench_child_") as tmp:
+        output, log = os.path.join(tmp, "output.json"), os.path.join(tmp, "log")
+        child = spawn({**spec, "output": output}, log)
+        try:
+            code = child.wait(timeout)
+        finally:
+            stop_children([child])
+        if code != 0 or not os.path.exists(output):
+            with open(log, errors="replace") as f:
+                raise RuntimeError(f"{what} failed (exit {code}):\n{f.read()[-3000:]}")
+        with open(output) as f:
+            return json.load(f)
 
 
 def suspend_trees(children: Sequence[subprocess.Popen], suspend: bool) -> None:
