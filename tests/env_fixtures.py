@@ -191,19 +191,41 @@ class InProcessBatch:
         return structures.stack([s.step(a) for s, a in zip(self._streams, actions, strict=True)])
 
 
+def train_in_process(actor, learner, updates: int):
+    """Yields each of `updates` unrolls of `actor` (a list of trajectories) after `learner` trained
+    on it, built on the first."""
+    import tensorflow as tf
+    import tree
+
+    for update in range(updates):
+        trajectories = actor.unroll()
+        batch = tree.map_structure(tf.convert_to_tensor, structures.stack(trajectories))
+        if update == 0:
+            learner.build(batch)
+        learner.train_step(batch)
+        yield trajectories
+
+
+def run_python(args, cwd, env, timeout: float) -> subprocess.CompletedProcess:
+    """Runs `python args...` in `cwd` with the environment `env` and returns it finished, its
+    output captured as text."""
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 def run_tf_script(tmp_path, name: str, text: str, timeout: float = 170) -> None:
     """Runs `text` as a fresh Python process (its own TF runtime, e.g. two virtual CPUs) from the
     repository root and asserts that it exits 0 and prints "OK"."""
     script = tmp_path / name
     script.write_text(text)
-    result = subprocess.run(
-        [sys.executable, str(script)],
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": REPO, "TF_CPP_MIN_LOG_LEVEL": "2"},
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    env = {**os.environ, "PYTHONPATH": REPO, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    result = run_python([str(script)], REPO, env, timeout)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "OK" in result.stdout
 
@@ -211,14 +233,8 @@ def run_tf_script(tmp_path, name: str, text: str, timeout: float = 170) -> None:
 def run_module(module: str, *args: str, timeout: float = 170) -> subprocess.CompletedProcess:
     """Runs `python -m module args...` from the repository root (the repository on PYTHONPATH,
     TensorFlow's C++ logs quiet) and returns it finished, its output captured as text."""
-    return subprocess.run(
-        [sys.executable, "-m", module, *args],
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": REPO, "TF_CPP_MIN_LOG_LEVEL": "2"},
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    env = {**os.environ, "PYTHONPATH": REPO, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    return run_python(["-m", module, *args], REPO, env, timeout)
 
 
 # --- Processes. --------------------------------------------------------------------------------------

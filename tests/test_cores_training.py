@@ -141,13 +141,11 @@ def _train_on_memory_corridor(core, updates, seed=0):
     process; returns the mean of the last 300 episodes' final rewards (+1 right turn, -1 wrong)."""
     import numpy as np
     import tensorflow as tf
-    import tree
-    from env_fixtures import InProcessBatch
+    from env_fixtures import InProcessBatch, train_in_process
 
     from impala_tf.agent import actor as actor_lib
     from impala_tf.agent import learner as learner_lib
     from impala_tf.agent import networks
-    from impala_tf.base import structures
     from impala_tf.base.configs import LearnerConfig
     from impala_tf.envs import toy
 
@@ -165,12 +163,7 @@ def _train_on_memory_corridor(core, updates, seed=0):
     )
     learner = learner_lib.Learner(agent, config, num_action_repeats=1, anneal_learning_rate=False)
     final_rewards = []
-    for update in range(updates):
-        trajectories = actor.unroll()
-        batch = tree.map_structure(tf.convert_to_tensor, structures.stack(trajectories))
-        if update == 0:
-            learner.build(batch)
-        learner.train_step(batch)
+    for trajectories in train_in_process(actor, learner, updates):
         for trajectory in trajectories:
             rewards = trajectory.env_outputs.reward[1:]
             final_rewards.extend(rewards[rewards != 0])  # Time-outs end with 0: not counted.

@@ -6,10 +6,9 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import re
-import subprocess
-import sys
 
 import pytest
+from env_fixtures import run_python
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DISTRIBUTION = "impala-tf"
@@ -74,14 +73,7 @@ def test_readme_public_api_runs_from_a_directory_outside_the_repository(tmp_path
     )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["TF_CPP_MIN_LOG_LEVEL"] = "3"
-    result = subprocess.run(
-        [sys.executable, str(script)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=170,
-    )
+    result = run_python([str(script)], tmp_path, env, timeout=170)
     assert result.returncode == 0, result.stderr[-2000:]
     # Three rewards of 1 discounted by 0.9 from a zero value: 1 + 0.9 + 0.81.
     assert float(result.stdout.strip().splitlines()[-1]) == pytest.approx(2.71)

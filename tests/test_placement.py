@@ -3,11 +3,10 @@ on the second of two logical CPUs (standing in for a GPU: no GPU is needed) in a
 since logical devices must be configured before TensorFlow starts."""
 
 import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
+from env_fixtures import run_python
 
 from impala_tf.run import placement
 
@@ -87,13 +86,6 @@ _LOGICAL_DEVICES = textwrap.dedent(
 @pytest.mark.timeout(300)
 def test_learner_update_runs_on_the_chosen_logical_device():
     env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
-    result = subprocess.run(
-        [sys.executable, "-c", _LOGICAL_DEVICES],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=280,
-    )
+    result = run_python(["-c", _LOGICAL_DEVICES], ROOT, env, timeout=280)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "placed: [" in result.stdout and "CPU:1" in result.stdout

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tree
-from env_fixtures import InProcessBatch, run_tf_script
+from env_fixtures import InProcessBatch, run_tf_script, train_in_process
 
 from impala_tf.agent import actor as actor_lib
 from impala_tf.agent import learner as learner_lib
@@ -408,12 +408,7 @@ def _train_on_bandit_scales(popart_on, updates=450, seed=0):
     learner = learner_lib.Learner(agent, config, num_action_repeats=1, anneal_learning_rate=False)
     scales = np.array([1.0, 1000.0])[tasks]
     rewards = []
-    for update in range(updates):
-        trajectories = actor.unroll()
-        batch = tree.map_structure(tf.convert_to_tensor, structures.stack(trajectories))
-        if update == 0:
-            learner.build(batch)
-        learner.train_step(batch)
+    for trajectories in train_in_process(actor, learner, updates):
         step_rewards = np.stack([t.env_outputs.reward[1:] for t in trajectories]) / scales[:, None]
         rewards.append([step_rewards[np.array(tasks) == k].mean() for k in range(2)])
     return np.mean(rewards[-100:], axis=0)
