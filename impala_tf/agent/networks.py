@@ -146,14 +146,21 @@ def _bfloat16_conv(conv: snt.Conv2D, x: tf.Tensor) -> tf.Tensor:
 class _ConvTorso(snt.Module):
     """A stack of VALID convolutions with ReLUs, flatten, Linear 256, ReLU: the shallow torsos.
 
-    A subclass builds `self._convs` (the `snt.Conv2D`s, in order) and `self._linear`.
+    A subclass names its convolutions as (output channels, kernel size, stride) triples, in order.
     `compute_dtype="bfloat16"` (opt-in, as `ResNetTorso`'s): the convolutions and their ReLUs run
     in bfloat16 on bfloat16 copies of the float32 weights; the Linear 256 runs in float32.
     """
 
-    _convs: list[snt.Conv2D]
-    _linear: snt.Linear
-    compute_dtype: str = "float32"
+    def __init__(
+        self, convs: tuple[tuple[int, int, int], ...], name: str | None, compute_dtype: str
+    ):
+        super().__init__(name=name)
+        self.compute_dtype = _checked_dtype(compute_dtype)
+        self._convs = [
+            snt.Conv2D(channels, kernel, stride=stride, padding="VALID", name=f"conv_{i}")
+            for i, (channels, kernel, stride) in enumerate(convs)
+        ]
+        self._linear = snt.Linear(TORSO_OUTPUT_SIZE, name="linear")
 
     def __call__(self, frame: tf.Tensor) -> tf.Tensor:
         """Args: frame: uint8 `[N, H, W, C]`. Returns: float32 `[N, 256]`."""
@@ -182,13 +189,7 @@ class ShallowTorso(_ConvTorso):
     """
 
     def __init__(self, name: str | None = "shallow_torso", compute_dtype: str = "float32"):
-        super().__init__(name=name)
-        self.compute_dtype = _checked_dtype(compute_dtype)
-        self._convs = [
-            snt.Conv2D(16, 8, stride=4, padding="VALID", name="conv_0"),
-            snt.Conv2D(32, 4, stride=2, padding="VALID", name="conv_1"),
-        ]
-        self._linear = snt.Linear(TORSO_OUTPUT_SIZE, name="linear")
+        super().__init__(((16, 8, 4), (32, 4, 2)), name, compute_dtype)
 
 
 class AtariShallowTorso(_ConvTorso):
@@ -202,14 +203,7 @@ class AtariShallowTorso(_ConvTorso):
     """
 
     def __init__(self, name: str | None = "atari_shallow_torso", compute_dtype: str = "float32"):
-        super().__init__(name=name)
-        self.compute_dtype = _checked_dtype(compute_dtype)
-        self._convs = [
-            snt.Conv2D(32, 8, stride=4, padding="VALID", name="conv_0"),
-            snt.Conv2D(64, 4, stride=2, padding="VALID", name="conv_1"),
-            snt.Conv2D(64, 3, stride=1, padding="VALID", name="conv_2"),
-        ]
-        self._linear = snt.Linear(TORSO_OUTPUT_SIZE, name="linear")
+        super().__init__(((32, 8, 4), (64, 4, 2), (64, 3, 1)), name, compute_dtype)
 
 
 class GridTorso(snt.Module):
