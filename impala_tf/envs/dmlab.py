@@ -307,14 +307,6 @@ def _check_available(config: EnvConfig, meant: str) -> None:
         ) from error
 
 
-def _reference_scores(level_name: str) -> tuple[float, float] | None:
-    """Random and human episode returns of a DMLab-30 test level (paper Table C.2's columns)."""
-    level = dmlab30.LEVEL_MAPPING.get(level_name, level_name)
-    if level not in dmlab30.RANDOM_SCORES:
-        return None
-    return dmlab30.RANDOM_SCORES[level], dmlab30.HUMAN_SCORES[level]
-
-
 # The last suite of the registry: every name no other suite owns is a DeepMind Lab level.
 SUITE = suites.Suite(
     name="dmlab",
@@ -327,6 +319,11 @@ SUITE = suites.Suite(
     check_available=_check_available,
     use_instruction=True,
     environment_bytes=250 * 2**20,
-    reference_scores=_reference_scores,
+    # Random and human episode returns of a DMLab-30 test level (paper Table C.2's columns).
+    reference_scores=suites.score_columns(
+        dmlab30.RANDOM_SCORES,
+        dmlab30.HUMAN_SCORES,
+        lambda name: dmlab30.LEVEL_MAPPING.get(name, name),
+    ),
     names=lambda: [*dmlab30.ALL_LEVELS, SUITE_NAME],
 )

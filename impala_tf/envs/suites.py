@@ -15,7 +15,7 @@ numpy only (never TensorFlow): worker processes import suite modules.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from impala_tf.base import structures
@@ -28,6 +28,21 @@ from impala_tf.envs.base import Environment
 # object ids: a 3x3 conv torso that keeps the values as they are) and `vector` (a flat float32
 # vector: an MLP torso).
 NETWORK_INPUTS = ("pixels", "atari_pixels", "grid", "vector")
+
+
+def score_columns(
+    random: Mapping[str, float], human: Mapping[str, float], key: Callable[[str], str]
+) -> Callable[[str], tuple[float, float] | None]:
+    """A `Suite.reference_scores` from the paper's random and human columns (Tables C.1, C.2),
+    indexed by `key(level_name)`: None where the columns have no such row."""
+
+    def reference_scores(level_name: str) -> tuple[float, float] | None:
+        row = key(level_name)
+        if row not in random:
+            return None
+        return random[row], human[row]
+
+    return reference_scores
 
 
 def _nothing(*args: Any) -> None:
