@@ -142,39 +142,27 @@ def test_clip_rewards_abs_one():
     np.testing.assert_allclose(got, [-1, -1, -1, -0.5, 0, 0.25, 1, 1, 1, 1])
 
 
-def test_clip_rewards_soft_asymmetric():
-    got = losses.clip_rewards(REWARDS, "soft_asymmetric").numpy()
-    # Hand values: 5 tanh(r/5) for r >= 0, 1.5 tanh(r/5) for r < 0.
-    expected = [
-        -1.5,  # tanh(-20) = -1 to float precision.
-        1.5 * -0.53704957,  # tanh(-0.6)
-        1.5 * -0.19737532,  # tanh(-0.2)
-        1.5 * -0.09966800,  # tanh(-0.1)
-        0.0,
-        5 * 0.04995837,  # tanh(0.05)
-        5 * 0.19737532,  # tanh(0.2)
-        5 * 0.37994896,  # tanh(0.4)
-        5 * 0.96402758,  # tanh(2)
-        5.0,
-    ]
-    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-7)
+# Hand values, a row per reward: r, soft_asymmetric (5 tanh(r/5) for r >= 0, 1.5 tanh(r/5) for
+# r < 0), paper_caption (5 tanh(r) for r >= 0, 0.3 tanh(r) for r < 0).
+TANH_CLIPPED = [
+    (-100.0, -1.5, -0.3),  # tanh(-20), tanh(-100) = -1 to float precision.
+    (-3.0, 1.5 * -0.53704957, 0.3 * -0.99505475),  # tanh(-0.6), tanh(-3)
+    (-1.0, 1.5 * -0.19737532, 0.3 * -0.76159416),  # tanh(-0.2), tanh(-1)
+    (-0.5, 1.5 * -0.09966800, 0.3 * -0.46211716),  # tanh(-0.1), tanh(-0.5)
+    (0.0, 0.0, 0.0),
+    (0.25, 5 * 0.04995837, 5 * 0.24491866),  # tanh(0.05), tanh(0.25)
+    (1.0, 5 * 0.19737532, 5 * 0.76159416),  # tanh(0.2), tanh(1)
+    (2.0, 5 * 0.37994896, 5 * 0.96402758),  # tanh(0.4), tanh(2)
+    (10.0, 5 * 0.96402758, 5.0),  # tanh(2), tanh(10) = 1 to float precision.
+    (1000.0, 5.0, 5.0),
+]
 
 
-def test_clip_rewards_paper_caption():
-    got = losses.clip_rewards(REWARDS, "paper_caption").numpy()
-    # Hand values: 0.3 tanh(r) for r < 0, 5 tanh(r) for r >= 0.
-    expected = [
-        -0.3,
-        0.3 * -0.99505475,  # tanh(-3)
-        0.3 * -0.76159416,  # tanh(-1)
-        0.3 * -0.46211716,  # tanh(-0.5)
-        0.0,
-        5 * 0.24491866,  # tanh(0.25)
-        5 * 0.76159416,  # tanh(1)
-        5 * 0.96402758,  # tanh(2)
-        5.0,
-        5.0,
-    ]
+@pytest.mark.parametrize("mode, column", [("soft_asymmetric", 1), ("paper_caption", 2)])
+def test_clip_rewards_tanh_modes(mode, column):
+    np.testing.assert_array_equal([row[0] for row in TANH_CLIPPED], REWARDS)
+    got = losses.clip_rewards(REWARDS, mode).numpy()
+    expected = [row[column] for row in TANH_CLIPPED]
     np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-7)
 
 
