@@ -41,7 +41,10 @@ def random_batch(rng, batch_size, unroll_length, num_actions, state_spec=(), sca
         if spec.dtype == np.int32:
             return rng.integers(0, num_actions, shape).astype(np.int32)
         if spec.dtype == np.bool_:
-            return rng.random(shape) < 0.1
+            drawn = rng.random(shape) < 0.1  # Drawn for every flag: the same stream as before.
+            return drawn & (
+                spec.name != "truncated"
+            )  # Time-limit cuts only where a test sets them.
         if spec.dtype == np.object_:
             return np.full(shape, b"", dtype=object)
         return (scale * rng.normal(size=shape)).astype(spec.dtype)

@@ -141,7 +141,9 @@ def test_a_study_whose_members_cannot_start_stops_with_their_error(tmp_path):
         "pbt": {"pbt_population": 3, "pbt_hyperparameters": "learning_rate"},
         "runtime": {"logdir": pbt_dir},
     }
-    resolved = presets.resolve(None, overrides, pbt=True)
+    resolved = presets.resolve(
+        None, overrides, pbt=True, implied=envs.preset_for_level("toy/bandit")
+    )
     resolved = presets.Resolved(
         envs.complete_config(resolved.config),
         resolved.preset,

@@ -33,7 +33,15 @@ from impala_tf.envs import shm_slots, wire
 from impala_tf.envs.base import Environment, StepStream
 from impala_tf.envs.workers import BatchedEnvironment, EnvFactory, EnvWorker, EnvWorkerError
 
-FIXED_LEAVES = ["reward", "episode_return", "episode_step", "game_over", "done", "frame"]
+FIXED_LEAVES = [
+    "reward",
+    "episode_return",
+    "episode_step",
+    "game_over",
+    "truncated",
+    "done",
+    "frame",
+]
 
 pytestmark = needs_memfd
 
