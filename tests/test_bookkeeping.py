@@ -121,6 +121,24 @@ def test_recent_returns_window():
     assert recent.mean() == 2.5
 
 
+def test_recent_returns_text_one_level_is_one_number():
+    recent = bookkeeping.RecentReturns(levels=["toy/catch"])
+    assert recent.text() == "n/a"
+    recent.add([EpisodeRecord("toy/catch", r, 1, 0) for r in (1.0, 0.0)])
+    assert recent.text() == "0.50"
+    assert recent.text(digits=3) == "0.500"
+
+
+def test_recent_returns_text_many_levels_is_the_mean_of_level_means_and_the_lowest():
+    """DMLab-30's 30 levels do not fit a line: the mean of the level means over the levels with
+    episodes (not of all episodes: a level's episode count does not weigh it) and the lowest."""
+    recent = bookkeeping.RecentReturns(levels=dmlab30.TRAINING_LEVELS)
+    assert recent.text() == "n/a (no episode yet on 30 levels)"
+    first, second = dmlab30.TRAINING_LEVELS[:2]
+    recent.add([EpisodeRecord(first, 10.0, 1, 0)] * 9 + [EpisodeRecord(second, 2.0, 1, 0)])
+    assert recent.text() == f"mean of 2/30 levels' means 6.00, lowest {second} 2.00"
+
+
 def test_summaries_write_episodes_and_the_dmlab30_training_scores(tmp_path):
     summaries = bookkeeping.Summaries(str(tmp_path), "dmlab30")
     recent = bookkeeping.RecentReturns()
@@ -270,7 +288,7 @@ class _FakeManager:
         return f"ckpt-{checkpoint_number}"
 
 
-def _books_context(tmp_path, task, checkpoint_minutes=0.0):
+def _books_context(tmp_path, task, checkpoint_minutes=0.0, levels=()):
     from impala_tf.base import presets
     from impala_tf.run import hooks, rundir
 
@@ -279,7 +297,14 @@ def _books_context(tmp_path, task, checkpoint_minutes=0.0):
     summaries = bookkeeping.Summaries(str(tmp_path), "toy/catch") if task == 0 else None
     learner = _FakeLearner()
     context = hooks.LearnerContext(
-        config, run_dir, f"[learner {task}]", learner, _FakeManager(), summaries, task=task
+        config,
+        run_dir,
+        f"[learner {task}]",
+        learner,
+        _FakeManager(),
+        summaries,
+        task=task,
+        levels=tuple(levels),
     )
     return context, learner
 
@@ -321,3 +346,23 @@ def test_books_checkpoint_only_sound_weights_and_only_the_chief_writes(tmp_path,
     assert other.manager.saved == []
     assert not os.path.exists(other.run_dir.episodes)
     assert not os.path.exists(other.run_dir.heartbeat)
+
+
+def test_books_progress_line_of_a_multi_level_run_shows_each_levels_mean(tmp_path, capsys):
+    """README's PopArt toy command (`--level_name=toy/bandit_scales`) trains two levels whose
+    rewards differ by x1000: the progress line shows each level's recent mean, not one mean that
+    the large level decides (issue 35 item 6)."""
+    from impala_tf import envs
+
+    levels = envs.suite_levels("toy/bandit_scales")
+    context, learner = _books_context(tmp_path, task=1, levels=levels)
+    books = bookkeeping.Books(log_every_seconds=0.0)
+    books.begin(context)
+    small, large = levels
+    episodes = [EpisodeRecord(small, 1.0, 1, 0), EpisodeRecord(small, 0.0, 1, 0)]
+    episodes += [EpisodeRecord(large, 1000.0, 1, 0)]
+    books.after_update(_update(learner, 160, episodes=episodes))
+    books.end(sound=False)
+    line = capsys.readouterr().out.splitlines()[0]
+    assert line.startswith("[learner 1] frames 160/")
+    assert line.endswith(f"recent mean return {small} 0.50 · {large} 1000.00"), line

@@ -205,14 +205,26 @@ def read_episodes(path: str) -> list[dict[str, object]]:
     return rows
 
 
-class RecentReturns:
-    """Per-level windows of recent episode returns."""
+# A run of more levels than this shows the mean of the level means and its lowest level, not
+# every level (DMLab-30's 30 or Atari-57's 57 names would not fit a console line).
+LEVELS_SHOWN = 4
 
-    def __init__(self, window: int = 100):
+
+class RecentReturns:
+    """Per-level windows of recent episode returns.
+
+    Args:
+      window: episodes kept per level.
+      levels: the run's levels, in order (levels without an episode yet show as `n/a`).
+    """
+
+    def __init__(self, window: int = 100, levels: Iterable[str] = ()):
         self._window = window
         self._returns: dict[str, collections.deque] = collections.defaultdict(
             lambda: collections.deque(maxlen=window)
         )
+        for level in levels:
+            self._returns[level]  # noqa: B018 - creates the level's empty window, in order.
 
     def add(self, episodes: Iterable[EpisodeRecord]) -> None:
         for episode in episodes:
@@ -224,7 +236,35 @@ class RecentReturns:
         return sum(values) / len(values) if values else math.nan
 
     def per_level(self) -> dict[str, list[float]]:
-        return {level: list(returns) for level, returns in self._returns.items()}
+        return {level: list(returns) for level, returns in self._returns.items() if returns}
+
+    def text(self, digits: int = 2) -> str:
+        """The recent mean return as the progress line shows it: one number for one level; each
+        level's mean for up to `LEVELS_SHOWN` levels (`toy/bandit 0.91 · toy/bandit_x1000 812.00`),
+        never one mean mixing levels of different reward scales; for more levels, the mean of the
+        level means over the levels with episodes and the lowest level
+        (`mean of 28/30 levels' means 12.34, lowest <level> 0.10`)."""
+
+        def number(value: float) -> str:
+            return "n/a" if math.isnan(value) else f"{value:.{digits}f}"
+
+        means = {
+            level: sum(returns) / len(returns) if returns else math.nan
+            for level, returns in self._returns.items()
+        }
+        if len(means) <= 1:
+            return number(self.mean())
+        if len(means) <= LEVELS_SHOWN:
+            return " · ".join(f"{level} {number(value)}" for level, value in means.items())
+        known = {level: value for level, value in means.items() if not math.isnan(value)}
+        if not known:
+            return f"n/a (no episode yet on {len(means)} levels)"
+        lowest = min(known, key=known.get)
+        average = sum(known.values()) / len(known)
+        return (
+            f"mean of {len(known)}/{len(means)} levels' means {number(average)}, "
+            f"lowest {lowest} {number(known[lowest])}"
+        )
 
 
 class Progress:
@@ -275,7 +315,8 @@ class Progress:
         (t0, f0), (t1, f1) = self._points[0], self._points[-1]
         return (f1 - f0) / (t1 - t0) if t1 > t0 else None
 
-    def line(self, frames: int, recent_return: float, extra: str = "") -> str:
+    def line(self, frames: int, recent_return: float | str, extra: str = "") -> str:
+        """The line; `recent_return` is a number or `RecentReturns.text()` (shown as is)."""
         rate = self.rate(frames)
         if rate is None:
             eta = shown = "measuring"
@@ -284,7 +325,10 @@ class Progress:
         else:
             eta, shown = "?", "0"  # No frames over the whole window: stalled.
         percent = 100.0 * frames / self._total
-        mean = "n/a" if math.isnan(recent_return) else f"{recent_return:.2f}"
+        if isinstance(recent_return, str):
+            mean = recent_return
+        else:
+            mean = "n/a" if math.isnan(recent_return) else f"{recent_return:.2f}"
         text = (
             f"frames {frames:,}/{self._total:,} ({percent:.1f}%)  {shown} frames/s  ETA {eta}  "
             f"recent mean return {mean}"
@@ -417,7 +461,7 @@ class Books(hooks.LearnerHook):
         self.is_chief = context.is_chief
         self.repeats = config.env.num_action_repeats
         self.frames = int(context.learner.num_environment_frames.numpy())
-        self.recent = RecentReturns()
+        self.recent = RecentReturns(levels=context.levels)
         self.progress = Progress(config.learner.total_environment_frames, self.frames)
         # With several learners, each sees its own actors' episodes; the chief logs its share.
         self.summaries = context.summaries
@@ -469,7 +513,7 @@ class Books(hooks.LearnerHook):
             self.heartbeat()
         if now - self.last_log >= self.log_every_seconds:
             print(
-                f"{self.prefix} " + self.progress.line(self.frames, self.recent.mean()), flush=True
+                f"{self.prefix} " + self.progress.line(self.frames, self.recent.text()), flush=True
             )
             self.last_log = now
         checkpoint_due = now - self.last_checkpoint >= 60 * self.config.runtime.checkpoint_minutes

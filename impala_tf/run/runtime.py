@@ -415,7 +415,7 @@ def _learn(
     prefetcher = Prefetcher(trajectory_queue, lc.batch_size, parts.codec, replay)
     skips = _SkipGuard(config.runtime.max_consecutive_skipped_updates)
     frames = int(learner.num_environment_frames.numpy())
-    recent = bookkeeping.RecentReturns()
+    recent = bookkeeping.RecentReturns(levels=parts.levels)
     healthy = False
     try:
         while frames < lc.total_environment_frames and not stop.is_set():
@@ -454,7 +454,7 @@ def _learn(
         "recent_mean_return": recent.mean(),
     }
     print(
-        f"{prefix} done: {frames:,} frames, recent mean return {stats['recent_mean_return']:.3f}",
+        f"{prefix} done: {frames:,} frames, recent mean return {recent.text(digits=3)}",
         flush=True,
     )
     return stats
