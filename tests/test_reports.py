@@ -95,6 +95,27 @@ def test_load_results_fields_and_unique_names(tmp_path):
     assert "sampled policy" in notes[0] and "500 episodes" in notes[0]
 
 
+def test_runs_own_results_files_are_named_by_their_run_directory(tmp_path):
+    """`--mode=test` writes `<logdir>/test_results.json` for every run: a report over two runs names
+    its columns by the runs' directories, not `test_results`, `test_results-2` (issue 35 item 8)."""
+    from impala_tf.run import rundir
+
+    paths = []
+    for run in ("pong-20261201T1000Z", "pong-20261202T1000Z"):
+        (tmp_path / run).mkdir()
+        path = tmp_path / run / rundir.TEST_RESULTS
+        path.write_text(json.dumps({"levels": {"atari/pong": {"returns": [21.0]}}}))
+        paths.append(str(path))
+    results = common.load_results_files(paths)
+    assert [r.name for r in results] == ["pong-20261201T1000Z", "pong-20261202T1000Z"]
+    tables, _ = common.parse_csv_report(atari_report.build_report(results).render("csv"))
+    (c1,) = [rows for title, rows in tables.items() if title.startswith("Table C.1")]
+    assert "pong-20261202T1000Z HNS" in c1[0] and not any("test_results" in k for k in c1[0])
+    # Two results of one run directory (another --test_output) keep the -2 suffix.
+    assert common.unique_names(["r/test_results.json", "x/r/test_results.json"]) == ["r", "r-2"]
+    assert rundir.TEST_RESULTS == common.RUN_RESULTS_STEM + ".json"
+
+
 def test_markdown_and_csv_rendering():
     table = common.Table(
         "T, one",

@@ -38,7 +38,7 @@ class EvaluationResults:
     """One evaluation results file.
 
     Attributes:
-      name: display name (the file stem, made unique by `load_results_files`).
+      name: display name (the file stem or a run's directory, made unique by `load_results_files`).
       path: where it was read from ("" if built in memory).
       returns: level name as written in the file -> episode returns (floats, may be empty).
       episode_frames: level name -> episode lengths in frames, where given.
@@ -217,13 +217,22 @@ def load_results(path: str, name: str | None = None) -> EvaluationResults:
     return parse_results(data, name, path)
 
 
+# The results file `--mode=test` writes in its run directory (`impala_tf.run.rundir.TEST_RESULTS`;
+# this module imports nothing of the repository, a test checks the two agree): every run's file has
+# this stem, so such a file is named by its run directory instead.
+RUN_RESULTS_STEM = "test_results"
+
+
 def unique_names(paths: Sequence[str]) -> list[str]:
-    """File stems, with `-2`, `-3`, ... appended to repeats (`a/run.json`, `b/run.json` ->
-    `run`, `run-2`)."""
+    """Display names of results files: the file stem, or for a run's own `test_results.json` the
+    run directory's name (`runs/toy_catch-A/test_results.json` -> `toy_catch-A`), with `-2`, `-3`,
+    ... appended to repeats (`a/run.json`, `b/run.json` -> `run`, `run-2`)."""
     names: list[str] = []
     seen: dict[str, int] = {}
     for path in paths:
         stem = os.path.splitext(os.path.basename(path))[0]
+        if stem == RUN_RESULTS_STEM:
+            stem = os.path.basename(os.path.dirname(os.path.abspath(path))) or stem
         seen[stem] = seen.get(stem, 0) + 1
         names.append(stem if seen[stem] == 1 else f"{stem}-{seen[stem]}")
     return names
