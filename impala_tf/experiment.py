@@ -412,7 +412,7 @@ def train(config: configs.Config) -> int:
         return supervision.EXIT_BAD_INPUT
     if not distributed:
         return _launch(config, logdir, changes, reexecuted)
-    return _run_task(config, job_name)
+    return _run_task(config)
 
 
 def _launch(config: configs.Config, logdir: str, changes: list, reexecuted: str | None) -> int:
@@ -443,8 +443,20 @@ def _launch(config: configs.Config, logdir: str, changes: list, reexecuted: str 
     return status
 
 
-def _run_task(config: configs.Config, job_name: str) -> int:
-    """One task of a distributed run: a learner or an actor (paper section 3)."""
+def _run_task(config: configs.Config) -> int:
+    """One task of a distributed run: a learner or an actor (paper section 3). Ctrl-C or SIGTERM
+    ends it with one line and `EXIT_INTERRUPTED`, no traceback (a learner in its training loop
+    instead stops after the current update and checkpoints: `runtime.run_learner`)."""
+    supervision.interrupt_on_signals()  # Before TensorFlow's import, which a Ctrl-C may hit.
+    _, job_name, task = _cluster_and_role()  # Checked by `main`: no error here.
+    try:
+        return _run_role(config)
+    except supervision.Interrupted as interrupted:
+        print(f"[{job_name} {task}] {interrupted}; exiting", flush=True)
+        return supervision.EXIT_INTERRUPTED
+
+
+def _run_role(config: configs.Config) -> int:
     from impala_tf.run import launcher, runtime, transport
 
     launcher.install_stack_dump()

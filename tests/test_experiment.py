@@ -8,7 +8,14 @@ import subprocess
 import sys
 
 import pytest
-from env_fixtures import run_module
+from env_fixtures import (
+    assert_no_leftovers,
+    kill_tree,
+    read_text,
+    run_module,
+    start_in_session,
+    wait_for,
+)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -490,3 +497,30 @@ def test_a_finished_run_given_its_own_total_says_so_and_the_printed_line_trains_
     assert "--total_environment_frames=2000" in further and "=1000" not in further, further
     resume = experiment.next_steps(["--num_actors=1"], str(logdir), finished=False, total=1000)
     assert "total_environment_frames" not in resume.splitlines()[0]
+
+
+@pytest.mark.timeout(240)
+def test_an_actor_stopped_by_ctrl_c_says_so_in_one_line_without_a_traceback(tmp_path):
+    """Ctrl-C reaches every process of the terminal's group: an actor (here waiting for its learner)
+    ends with one line and status 130, not a ~50-line KeyboardInterrupt traceback in its log
+    (issue 35 item 8)."""
+    import signal
+
+    from impala_tf.run import launcher
+
+    (port,) = launcher.free_ports(1)  # Nobody listens: the actor waits for its learner.
+    log = tmp_path / "actor_0.log"
+    argv = [sys.executable, "-m", "impala_tf.experiment", f"--logdir={tmp_path / 'run'}"]
+    argv += ["--job_name=actor", "--task=0", f"--learner_hosts=localhost:{port}"]
+    actor = start_in_session([*argv, "--connect_seconds=200"], log)
+    try:
+        wait_for(lambda: "connecting to learner" in read_text(log), 180, "the actor to start")
+        actor.send_signal(signal.SIGINT)
+        status = actor.wait(timeout=30)
+    finally:
+        kill_tree(actor)
+    text = read_text(log)
+    assert "Traceback" not in text and "KeyboardInterrupt" not in text, text
+    assert text.rstrip().splitlines()[-1] == "[actor 0] interrupted by SIGINT; exiting", text
+    assert status == 130
+    assert_no_leftovers(actor)

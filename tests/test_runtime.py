@@ -391,3 +391,19 @@ def test_stop_learner_loop_closes_the_queue_before_the_books_and_joins_after():
             "prefetcher.join",
             "queue.join_dequeues",
         ]
+
+
+def test_a_stopped_learner_says_so_in_one_line_not_in_absl_warnings(capsys, caplog):
+    """Ctrl-C reaches the learner (SIGINT), then the launcher stops it (SIGTERM): one plain line,
+    no absl `W1202 ... signal 15` lines on the console (issue 35 item 8)."""
+    from impala_tf.run import runtime
+
+    stop = runtime._StopFlag()  # run_learner passes its "[learner <task>]" prefix.
+    try:
+        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert stop.event.wait(5.0)
+    finally:
+        stop.release()
+    assert capsys.readouterr().out == "[learner] SIGINT: stopping after the current update\n"
+    assert [r.getMessage() for r in caplog.records if "signal" in r.getMessage()] == []

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 from env_fixtures import process_alive, wait_for, wait_processes_gone
@@ -160,6 +161,22 @@ def test_watch_ends_on_ctrl_c_or_sigterm_with_status_130(signum):
     status = supervision.watch(check, stops.append, 0.01)
     assert status == supervision.EXIT_INTERRUPTED == 130
     assert stops == [True] and len(checks) == 2
+
+
+@pytest.mark.timeout(30)
+def test_interrupt_on_signals_raises_once_then_ignores_signals_during_the_cleanup():
+    before = {s: signal.getsignal(s) for s in supervision.WATCHED_SIGNALS}
+    try:
+        supervision.interrupt_on_signals()
+        with pytest.raises(supervision.Interrupted) as raised:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)  # The handler raises here at the latest.
+        assert str(raised.value) == "interrupted by SIGINT"
+        assert isinstance(raised.value, KeyboardInterrupt)
+        os.kill(os.getpid(), signal.SIGTERM)  # The launcher's stop, while cleaning up: ignored.
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
 
 
 def test_exit_statuses_have_one_meaning_each():

@@ -160,17 +160,21 @@ class Prefetcher:
 
 
 class _StopFlag:
-    """Set by SIGTERM/SIGINT so the learner checkpoints and exits cleanly."""
+    """Set by SIGTERM/SIGINT so the learner checkpoints and exits cleanly; says so in one line, at
+    the first signal only (Ctrl-C, then the launcher's SIGTERM, is one stop)."""
 
-    def __init__(self):
+    def __init__(self, prefix: str = "[learner]"):
         self.event = threading.Event()
+        self._prefix = prefix
         self._previous: dict[int, Any] = {}
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
                 self._previous[sig] = signal.signal(sig, self._handle)
 
     def _handle(self, signum, _frame) -> None:
-        _LOG.warning("signal %d: stopping after the current update", signum)
+        if not self.event.is_set():
+            name = signal.Signals(signum).name
+            print(f"{self._prefix} {name}: stopping after the current update", flush=True)
         self.event.set()
 
     def release(self) -> None:
@@ -355,7 +359,7 @@ def run_learner(
     if task == 0:
         rundir.write_config_once(run_dir, config)
     allocator.keep_freed_memory(config.runtime.malloc_keep_mb)
-    stop = _StopFlag()
+    stop = _StopFlag(prefix)
     try:
         return _learn(config, cluster, task, hook_list, run_dir, prefix, stop.event)
     finally:
@@ -537,6 +541,7 @@ def run_actor(
     levels = parts.actor_levels(actor_index)
     seeds = parts.actor_seeds(actor_index)
     agent, codec = parts.agent, parts.codec
+    print(f"[actor {actor_index}] connecting to learner {learner_task} at {target}", flush=True)
     params = transport.ParameterClient(
         target,
         parts.parameter_specs(),

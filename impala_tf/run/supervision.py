@@ -13,6 +13,9 @@ they are operating-system processes with their own logs.
   period, then SIGKILL; a child gets SIGTERM when the process that started it dies (Linux), so no
   process outlives a run.
 - `install_stack_dump` makes a process write its Python stacks on SIGUSR1.
+- `interrupt_on_signals`: a learner's or an actor's Ctrl-C and SIGTERM as one `Interrupted`
+  exception (raised once), which its entry point turns into one line and `EXIT_INTERRUPTED`
+  instead of a `KeyboardInterrupt` traceback in its log.
 - `watch`: the one signal-guarded watch loop of the launcher, PBT, the sweep and the benchmark's
   training runs: Ctrl-C and SIGTERM end the loop (they never raise inside it), the children are
   stopped in every case, and the signal handlers are restored.
@@ -71,6 +74,33 @@ _ERROR_LINE_MARKERS = ("Error", "Exception", "error:", "Traceback")
 _TAIL_BYTES = 64_000
 # Long enough for an environment worker's death with its quoted stderr (envs/workers.py).
 _ERROR_LINE_CHARS = 500
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM reached a process that `interrupt_on_signals` guards."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+    def __str__(self) -> str:
+        return f"interrupted by {signal.Signals(self.signum).name}"
+
+
+def interrupt_on_signals() -> None:
+    """SIGINT (Ctrl-C reaches every process of the terminal's group) and SIGTERM (the launcher
+    stopping its children) raise `Interrupted` in the main thread, the first time only: a later
+    signal, while the process cleans up, is ignored rather than raised inside the cleanup. Call it
+    from the main thread, before the slow imports."""
+    received: list[int] = []
+
+    def on_signal(signum: int, _frame: object) -> None:
+        received.append(signum)
+        if len(received) == 1:
+            raise Interrupted(signum)
+
+    for signum in WATCHED_SIGNALS:
+        signal.signal(signum, on_signal)
 
 
 def watch(
