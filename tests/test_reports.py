@@ -19,6 +19,7 @@ import sys
 import numpy as np
 import pytest
 
+import dmlab30
 from impala_tf.paper import atari57
 from impala_tf.paper import popart as paper_popart
 from impala_tf.reports import atari57 as atari_report
@@ -410,8 +411,22 @@ def test_dmlab30_bars():
     assert [p.get_width() for p in experts] == pytest.approx([45.73, -0.108], abs=0.01)
     labels = [t.get_text() for t in ax.get_yticklabels()]
     assert sorted(labels) == ["psychlab_visual_search", "rooms_watermaze"]
-    legend = {t.get_text() for t in ax.get_legend().get_texts()}
+    legend = {t.get_text() for t in figure.legends[0].get_texts()}
     assert {"mine", "IMPALA (paper)", "Experts (paper)", "human (100%)"} <= legend
+
+
+def test_the_bar_charts_legend_is_below_the_bars_not_over_them():
+    """README's bar chart of a DMLab-30 run: the legend covered the bars in the axes' corner; it
+    is outside the axes now (issue 35 item 8)."""
+    returns = {level: [dmlab30.HUMAN_SCORES[level]] for level in dmlab30.LEVEL_MAPPING.values()}
+    figure = bars.plot_bars([common.parse_results({"levels": returns}, "pong-A")])
+    figure.canvas.draw()
+    (ax,) = figure.axes
+    assert ax.get_legend() is None
+    (legend,) = figure.legends
+    box, axes_box = legend.get_window_extent(), ax.get_window_extent()
+    assert box.y1 <= axes_box.y0, (box, axes_box)  # Wholly below the axes.
+    assert {"pong-A", "IMPALA (paper)"} <= {t.get_text() for t in legend.get_texts()}
 
 
 def test_atari_bars_and_cli(tmp_path):
@@ -492,6 +507,20 @@ def test_throughput_validation():
     with pytest.raises(throughput.BenchmarkError, match="cpus"):
         throughput.build_report(data)
     assert throughput.paper_row("Batched A2C (sync step)", 1).task_1 == 13_000
+
+
+def test_training_png_legend_names_the_curves_in_words_not_tags():
+    """training.png's one legend named its curves by raw TensorBoard tags (issue 35 item 8)."""
+    tags = ("pg_logits_gradient_norm", "entropy_logits_gradient_norm")
+    tags += ("baseline_values_gradient_norm",)
+    figure = curves.plot_training({tag: [(1000, 1.0), (2000, 0.5)] for tag in tags})
+    texts = [t.get_text() for ax in figure.axes for t in ax.get_legend().get_texts()]
+    assert texts == [
+        "policy gradient (at the logits)",
+        "entropy bonus (at the logits)",
+        "value loss (at the values)",
+    ]
+    assert not any("_" in text for text in texts)
 
 
 def test_training_curves_from_the_learners_summaries(tmp_path):

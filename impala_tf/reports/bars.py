@@ -100,7 +100,10 @@ def plot_bars(results: Sequence[EvaluationResults]) -> Figure:
     kind, shown, series = bar_data(results)
     n_series = len(series)
     height = 0.8 / n_series
-    figure = Figure(figsize=(9.0, 1.0 + 0.22 * n_series * len(shown) + 0.5), layout="constrained")
+    rows = math.ceil((n_series + 1) / 3)  # The legend's rows, below the axes.
+    figure = Figure(
+        figsize=(9.0, 1.0 + 0.22 * n_series * len(shown) + 0.5 + 0.2 * rows), layout="constrained"
+    )
     FigureCanvasAgg(figure)
     ax = figure.subplots()
     positions = list(range(len(shown)))[::-1]  # First level at the top.
@@ -115,7 +118,8 @@ def plot_bars(results: Sequence[EvaluationResults]) -> Figure:
     title = "DMLab-30" if kind == scores.DMLAB30 else "Atari-57"
     ax.set_xlabel("human-normalised test score (%, uncapped)")
     ax.set_title(f"{title}: ours vs the paper")
-    ax.legend(fontsize=7, loc="lower right")
+    # Below the axes, never over the bars (the first levels' bars reach any corner inside).
+    figure.legend(fontsize=7, loc="outside lower center", ncols=min(n_series + 1, 3))
     return figure
 
 

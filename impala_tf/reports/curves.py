@@ -308,6 +308,14 @@ TRAINING_PANELS = (
 )
 
 
+# The legend's names of the tags that share a panel (never the raw tag names).
+TRAINING_LABELS = {
+    "pg_logits_gradient_norm": "policy gradient (at the logits)",
+    "entropy_logits_gradient_norm": "entropy bonus (at the logits)",
+    "baseline_values_gradient_norm": "value loss (at the values)",
+}
+
+
 def load_scalars(logdir: str) -> dict[str, list[tuple[int, float]]]:
     """The TensorBoard scalars of `logdir`'s event files: `{tag: [(frames, value), ...]}` sorted by
     frames ({} without event files), read without TensorFlow (`bookkeeping.read_scalars`)."""
@@ -328,7 +336,7 @@ def plot_training(scalars: dict[str, list[tuple[int, float]]]) -> Figure | None:
         for tag in tags:
             if tag in scalars:
                 frames, values = zip(*scalars[tag], strict=True)
-                ax.plot(millions(frames), values, lw=1.5, label=tag if len(tags) > 1 else None)
+                ax.plot(millions(frames), values, lw=1.5, label=TRAINING_LABELS.get(tag, tag))
         if log_scale:
             ax.set_yscale("log")
         if len(tags) > 1:
