@@ -151,8 +151,9 @@ def test_atari_video_shows_the_emulators_colour_screen(tmp_path):
     recording = _play(make(), seed=1)
     paths = videos.write_videos(str(tmp_path / "pong"), "atari/pong", recording, make)
     frames = iio.imread(paths[0], index=None)
-    bar = videos.caption_height(320, False)
-    assert frames.shape[1:] == (bar + 2 * 210, 2 * 160, 3)  # 210x160 screen, upscaled twice.
+    bar = videos.caption_height(560, False)
+    # The 210x160 screen at the 4:3 of the television it was drawn for (210x280), upscaled twice.
+    assert frames.shape[1:] == (bar + 2 * 210, 2 * 280, 3)
     picture = frames[0, bar:].astype(int)
     assert np.abs(picture[..., 0] - picture[..., 2]).mean() > 30  # Pong's brown field: colour.
 
@@ -176,3 +177,37 @@ def test_dmlab_language_level_caption_has_the_instruction(monkeypatch):
     (_, step, _, instruction) = next(iter(videos.episode_frames(recording)))
     lines = videos.caption_lines("language_select_located_object", step, 0.0, instruction)
     assert recording.instructions[0] in lines[2]
+
+
+def test_to_aspect_widens_by_repeating_columns():
+    frame = np.arange(6 * 4).reshape(6, 4)
+    wide = videos.to_aspect(frame, 4 / 3)
+    assert wide.shape == (6, 8)
+    assert (wide[:, ::2] == frame).all() and (wide[:, 1::2] == frame).all()
+    assert videos.to_aspect(frame, None) is frame
+
+
+@pytest.mark.timeout(120)
+def test_pongs_last_frame_caption_is_the_score_the_screen_shows():
+    """A whole Pong game (random play): ALE ends the game in the frame that scores the last point,
+    before the score is drawn, so the last screen shows one point less than the final return; the
+    caption says the return shown and the final return beside it (issue 35 item 8)."""
+    config = envs.complete_config(
+        presets.from_preset("atari", {"env": {"level_name": "atari/pong"}})
+    )
+
+    def make():
+        return atari.AtariEnvironment("atari/pong", config.env, seed=1, is_test=True)
+
+    recording = _play(make(), seed=1)
+    assert recording.complete and recording.rewards[-1] != 0.0  # The last point ends the game.
+    final = sum(recording.rewards)
+    items = list(videos.episode_frames(recording, make))
+    frame, step, shown, _ = items[-1]
+    assert frame.shape == (210, 280, 3)
+    assert step == len(recording.actions) and shown == final - recording.rewards[-1]
+    lines = videos.caption_lines("atari/pong", step, shown, final=True, final_return=final)
+    expected = f"return {videos.format_return(shown)}   (game over: final return "
+    assert expected + f"{videos.format_return(final)})" in lines[1]
+    # Before the last step, the caption's return is every reward so far.
+    assert items[-2][2] == sum(recording.rewards[:-1])

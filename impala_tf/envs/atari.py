@@ -296,6 +296,12 @@ class AtariEnvironment(Environment):
         self._continue_game = done and not self._game_ended
         return reward, done, self._observation()
 
+    # For videos (`impala_tf.run.videos`): the 160x210 screen was drawn for a 4:3 television (its
+    # pixels are wider than tall), and ALE ends a game in the emulator frame that scores its last
+    # point, before the game draws the new score (Pong's last screen shows 20, not 21).
+    display_aspect = 4 / 3
+    draws_final_reward = False
+
     def render_rgb(self) -> np.ndarray:
         """The emulator's current screen in colour, uint8 `[210, 160, 3]`: for videos
         (`impala_tf.run.videos`), not for the agent."""

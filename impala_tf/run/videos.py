@@ -7,6 +7,11 @@ agent's 84x84 grey stack; toy tasks and DeepMind Lab: their RGB frames), upscale
 factor (nearest neighbour) to at least `MIN_HEIGHT` pixels, with a caption bar above each frame
 (level, agent step, return so far; the `INSTR` text on DMLab language levels), and writes
 `<stem>.mp4` (H.264 through the ffmpeg binary of the `imageio-ffmpeg` wheel) and `<stem>.gif`.
+An environment whose pixels are not square says so (`display_aspect`, width over height: Atari's
+160x210 screen was drawn for a 4:3 television) and its frames are widened to that shape (nearest
+neighbour); one whose game ends before the last reward is drawn (`draws_final_reward = False`:
+ALE stops at the emulator frame that scores Pong's last point) has its last frame captioned with
+the return the screen shows, and the final return beside it.
 
 See docs/evaluation.md ("Videos") for the frames, the replay and the file sizes.
 """
@@ -101,6 +106,16 @@ def scale_for(height: int) -> int:
     return max(1, math.ceil(MIN_HEIGHT / max(1, height)))
 
 
+def to_aspect(frame: np.ndarray, aspect: float | None) -> np.ndarray:
+    """`[H, W, ...]` widened or narrowed (nearest neighbour, columns repeated) to width
+    `round(H * aspect)`, an even number; as is for `aspect` None (square pixels)."""
+    if aspect is None:
+        return frame
+    width = 2 * max(1, round(frame.shape[0] * aspect / 2))
+    columns = (np.arange(width) * frame.shape[1] / width).astype(int)
+    return frame[:, columns]
+
+
 def upscale(frame: np.ndarray, scale: int) -> np.ndarray:
     """Nearest-neighbour upscaling of `[H, W, ...]` by an integer factor to `[H*s, W*s, ...]`."""
     return np.repeat(np.repeat(frame, scale, axis=0), scale, axis=1)
@@ -115,22 +130,31 @@ def format_return(value: float) -> str:
 
 
 def caption_lines(
-    level: str, step: int, episode_return: float, instruction: str = "", final: bool = False
+    level: str,
+    step: int,
+    episode_return: float,
+    instruction: str = "",
+    final: bool = False,
+    final_return: float | None = None,
 ) -> list[str]:
     """The caption of one frame: the level, then step and return, then the instruction if any.
 
     Args:
       level: the level name.
       step: agent steps taken before this frame.
-      episode_return: the sum of the rewards so far (raw).
+      episode_return: the sum of the rewards the frame shows (raw).
       instruction: the DMLab `INSTR` text ("" for none).
       final: whether this is the end of the game.
+      final_return: the game's return when the last frame does not show it all (the game ended
+        before its last reward was drawn); None when it does.
 
     Returns:
       2 lines, or 3 with an instruction (wrapped later by `render_caption`).
     """
     status = f"step {step}   return {format_return(episode_return)}"
-    if final:
+    if final and final_return is not None and final_return != episode_return:
+        status += f"   (game over: final return {format_return(final_return)})"
+    elif final:
         status += "   (game over)"
     lines = [level, status]
     if instruction:
@@ -266,7 +290,8 @@ def replay_matches(outcomes: Sequence[tuple[float, bool]], recording: Recording)
 
 def _full_colour(env: Any, observation: Any) -> np.ndarray:
     render = getattr(env, "render_rgb", None)
-    return render() if render is not None else to_rgb(observation.frame)
+    frame = render() if render is not None else to_rgb(observation.frame)
+    return to_aspect(frame, getattr(env, "display_aspect", None))
 
 
 def episode_frames(
@@ -276,7 +301,9 @@ def episode_frames(
 
     With `make_env` (a deterministic environment cheap to build here: toy tasks, Atari), the actions
     are replayed in a fresh environment and its full-colour frames are taken (`render_rgb()` if it
-    has one, else the observation), from the first frame to the one after the last action. Without
+    has one, else the observation, at the environment's `display_aspect`), from the first frame to
+    the one after the last action; the return is what the frame shows (without the last reward
+    where the environment does not draw it, `draws_final_reward`). Without
     it, the recorded observations are used, one before each action, and the last one is shown again
     with the final return.
     """
@@ -287,9 +314,12 @@ def episode_frames(
             observation = env.reset()
             yield _full_colour(env, observation), 0, 0.0, instruction_text(observation.instruction)
             for step, action in enumerate(recording.actions, start=1):
-                _, done, observation = env.step(action)
+                reward, done, observation = env.step(action)
                 instruction = instruction_text(observation.instruction)
-                yield _full_colour(env, observation), step, float(rewards[step]), instruction
+                shown = float(rewards[step])
+                if done and not getattr(env, "draws_final_reward", True):
+                    shown -= float(reward)  # The game ended before drawing it.
+                yield _full_colour(env, observation), step, shown, instruction
                 if done:
                     break
         finally:
@@ -314,11 +344,12 @@ def captioned(
 ) -> Iterator[np.ndarray]:
     """The video's frames (`compose`d), the last one held for `HOLD_SECONDS`."""
     with_instruction = any(recording.instructions)
+    final_return = float(np.sum(recording.rewards))
     for (frame, step, episode_return, instruction), is_last in _lookahead(
         episode_frames(recording, make_env)
     ):
         final = is_last and recording.complete
-        lines = caption_lines(level, step, episode_return, instruction, final=final)
+        lines = caption_lines(level, step, episode_return, instruction, final, final_return)
         image = compose(frame, lines, with_instruction)
         yield image
         if is_last:
