@@ -195,6 +195,8 @@ def main(argv: list[str]) -> int:
         print(
             f"[check] preset {resolved.preset}, level {config.env.level_name}: the flags are valid"
         )
+        # What a study starting several such runs at once adds up (`supervision.check_run_flags`).
+        print(f"{supervision.MEMORY_LINE}{memory_need(config, local=True)}")
         return supervision.EXIT_OK
     if not resolved.config.runtime.show_tensorflow_logs:
         quiet.filter_stderr()  # Before TensorFlow is imported.
@@ -324,6 +326,16 @@ def check_environment_available(config: configs.Config) -> None:
     envs.check_available(config)
 
 
+def memory_need(config: configs.Config, local: bool) -> int:
+    """Bytes a run needs at least (`memory.memory_estimate`): its learners and, for a local run,
+    its actors; one learner for one task of a distributed run."""
+    from impala_tf.run import memory
+
+    estimate = memory.memory_estimate(config)
+    needed = estimate["learner"] * (config.runtime.num_learners if local else 1)
+    return needed + (estimate["actors"] if local else 0)
+
+
 def check_memory(config: configs.Config, local: bool) -> None:
     """Refuses a run whose lower-bound memory need exceeds this machine's memory.
 
@@ -335,8 +347,7 @@ def check_memory(config: configs.Config, local: bool) -> None:
     from impala_tf.run import memory
 
     estimate = memory.memory_estimate(config)
-    needed = estimate["learner"] * (config.runtime.num_learners if local else 1)
-    needed += estimate["actors"] if local else 0
+    needed = memory_need(config, local)
     available = psutil.virtual_memory().total
     if needed > available:
         gib = 2**30

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 
 import imageio.v3 as iio
 import numpy as np
@@ -222,6 +223,12 @@ def test_run_test_mode_toy_catch_writes_results_and_gif(tmp_path, no_leaked_chil
     assert several["levels"]["toy/bandit"]["episode_frames"] == [1, 1, 1]
     assert several["levels"]["toy/catch"]["episode_frames"] == [11, 11, 11]
     assert several["summary"]["num_levels"] == 2
+    # One episode is "1 episode" in the progress lines (issue 35 item 8), not "1 episodes".
+    lines = []
+    evaluation.evaluate(config, agent, ["toy/bandit"], 1, num_envs=1, progress=lines.append)
+    assert any("toy/bandit: 1 episode on 1 environment (" in line for line in lines), lines
+    assert any(" over 1 episode (" in line for line in lines), lines
+    assert any(re.search(r": return -?[\d.]+, 1 frame$", line) for line in lines), lines
 
 
 @pytest.mark.timeout(120)

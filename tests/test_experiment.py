@@ -125,6 +125,10 @@ def test_explicit_flags_override_the_level_chosen_preset():
     assert config["env"]["level_name"] == "atari/breakout"
     assert config["agent"]["num_actions"] == 4  # Breakout's minimal action set.
     assert config["agent"]["use_lstm"] is False
+    # Atari has no instruction: describe lists none (issue 35 item 8; it listed "instruction
+    # string" for every level, toy/catch's too).
+    (observation,) = [line for line in result.stdout.splitlines() if line.startswith("Observation")]
+    assert observation == "Observation: frame [84, 84, 4] uint8; actions: 4"
 
 
 def test_help_shows_no_default_that_does_not_apply():

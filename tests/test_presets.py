@@ -193,3 +193,32 @@ def test_popart_is_off_in_the_impala_presets_and_its_bounds_are_ordered():
         assert not presets.from_preset(name).learner.popart, name
     with pytest.raises(ValueError, match="popart_sigma_min"):
         presets.from_preset("toy", {"learner": {"popart_sigma_min": 10.0, "popart_sigma_max": 1.0}})
+
+
+def _readme_actors():
+    """`{preset: actors}` as README's presets table states them: `N actors`, or what the preset
+    it is stated as ("as atari", "dmlab30 with ...") has."""
+    import os
+    import re
+
+    readme = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")
+    with open(readme) as f:
+        text = f.read()
+    table = text[text.index("| Preset | Level | Agent |") :].split("\n\n")[0]
+    rows = [line.split("|") for line in table.splitlines()[2:]]
+    stated = {}
+    for row in rows:
+        name, settings = row[1].strip().strip("`"), row[4]
+        count = re.search(r"(\d+) actors", settings)
+        base = re.match(r"\s*(?:as )?`(\w+)`", settings)
+        stated[name] = int(count.group(1)) if count else base.group(1)
+    while any(isinstance(v, str) for v in stated.values()):
+        stated = {k: stated[v] if isinstance(v, str) else v for k, v in stated.items()}
+    return stated
+
+
+def test_readmes_presets_table_states_each_presets_actors():
+    """README said `atari57` is "as `atari`" (48 actors); describe shows 114 (issue 35 item 8)."""
+    stated = _readme_actors()
+    assert {name: presets.from_preset(name).runtime.num_actors for name in stated} == stated
+    assert set(stated) == set(presets.PRESETS)

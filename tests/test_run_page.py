@@ -158,3 +158,14 @@ def test_page_renders_in_headless_chromium(tmp_path):
     # The GIF (first frame black, 40 x 30 px) is shown below the curves.
     black = np.all(image < 10, axis=-1)
     assert black.sum() >= 30 * 40
+
+
+def test_readmes_quick_start_names_the_run_page():
+    """The run page is the best output of a first run: README's quick start says how to write it
+    (issue 35 item 8)."""
+    readme = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")
+    with open(readme) as f:
+        text = f.read()
+    quick_start = text[text.index("## Quick start") : text.index("\n## ", text.index("## Quick"))]
+    assert "-m impala_tf.reports.run_page runs/" in quick_start
+    assert "report.html" in quick_start

@@ -235,6 +235,32 @@ def test_run_checks_the_runs_flags_before_starting_any(tmp_path, capsys):
     assert not list(runs_dir.glob("*/console.log"))  # No run started.
 
 
+@pytest.mark.timeout(180)
+def test_run_checks_that_its_parallel_runs_fit_in_memory_before_starting_any(
+    tmp_path, capsys, monkeypatch
+):
+    """As PBT checks its members, the sweep checks the memory its `--parallel` runs need together
+    (each as the run itself estimates it) before starting any (issue 35 item 1)."""
+    import shlex
+    import types
+
+    from impala_tf.run import supervision
+
+    runs_dir = tmp_path / "runs"
+    argv = ["run", str(runs_dir), "--study=small", "--sets=2", "--methods=vtrace", "--replay=off"]
+    assert sweep.main(["print", *argv[1:]]) == 0
+    first = shlex.split(capsys.readouterr().out.splitlines()[0])
+    need = supervision.check_run_flags(first[first.index("impala_tf.experiment") + 1 :])
+    assert need > 2**20
+    machine = types.SimpleNamespace(total=int(1.5 * need))  # One run fits, two do not.
+    monkeypatch.setattr(sweep.psutil, "virtual_memory", lambda: machine)
+    assert sweep.main([*argv, "--parallel=2"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --parallel=2 runs at once need at least") and err.count("\n") == 1
+    assert "lower --parallel" in err
+    assert not list(runs_dir.glob("*/console.log"))  # No run started.
+
+
 def test_best_mean_takes_the_best_three():
     assert table2.best_mean([1.0, 5.0, 3.0, 4.0, -2.0]) == pytest.approx(4.0)
     assert table2.best_mean([2.0, 1.0]) == pytest.approx(1.5)  # Fewer than 3: all of them.

@@ -403,7 +403,7 @@ def evaluate(
             ) -> None:
                 say(
                     f"[test] {level} episode {index + 1}/{num_episodes}: return "
-                    f"{episode_return:.3f}, {episode_frames} frames"
+                    f"{episode_return:.3f}, {plural(episode_frames, 'frame')}"
                 )
 
             returns, episode_frames = play_level(

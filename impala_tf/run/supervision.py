@@ -153,10 +153,18 @@ _PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
 CHECK_SECONDS = 120.0
 
 
-def check_run_flags(flags: Sequence[str], python: str = sys.executable) -> None:
+# `--mode=check`'s line with the bytes a local run of the flags needs at least.
+MEMORY_LINE = "[check] memory needed at least, bytes: "
+
+
+def check_run_flags(flags: Sequence[str], python: str = sys.executable) -> int:
     """Checks a run's flags exactly as the run checks its own (unknown or misspelt flags, values
     out of range, unknown presets and levels), with the same one-line errors:
     `python -m impala_tf.experiment <flags> --mode=check` in this interpreter (no TensorFlow).
+
+    Returns:
+      The bytes a local run of these flags needs at least (`experiment.memory_need`), for a study
+      that starts several at once.
 
     Raises:
       ValueError: the run's error line (without its `error: `).
@@ -172,7 +180,8 @@ def check_run_flags(flags: Sequence[str], python: str = sys.executable) -> None:
         timeout=CHECK_SECONDS,
     )
     if result.returncode == EXIT_OK:
-        return
+        needs = [line for line in result.stdout.splitlines() if line.startswith(MEMORY_LINE)]
+        return int(needs[-1][len(MEMORY_LINE) :]) if needs else 0
     errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
     if errors:
         raise ValueError(errors[-1][len("error: ") :])

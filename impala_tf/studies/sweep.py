@@ -38,6 +38,7 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 import numpy as np
+import psutil
 
 from impala_tf.base import configs
 from impala_tf.run import rundir, supervision
@@ -488,22 +489,39 @@ def common_failure(causes: Sequence[str], at_least: int = 2) -> str | None:
     return causes[0]
 
 
-def check_runs(runs: Sequence[Run]) -> None:
-    """Checks the flags of one run per task as the run will check them (`--mode=check`), before
-    any run starts.
+def check_runs(runs: Sequence[Run], parallel: int = 1, memory_bytes: int | None = None) -> None:
+    """Checks the flags of one run per task and method as the run will check them (`--mode=check`),
+    and that the `parallel` runs needing the most memory fit in this machine's memory together
+    (a single run checks its own; several at once must fit side by side), before any run starts.
+
+    Args:
+      runs: the runs to start.
+      parallel: how many run at once.
+      memory_bytes: the machine's memory (default: `psutil`'s total).
 
     Raises:
-      ValueError: a run's error line, naming the run.
+      ValueError: a run's error line naming the run, or the memory the parallel runs need.
     """
-    checked = set()
+    needs: dict[tuple[str, str, bool], tuple[int, Run]] = {}  # Bytes per task, method, replay.
     for run in runs:
-        if run.task in checked:
+        key = (run.task, run.method, run.replay)
+        if key in needs:
             continue
-        checked.add(run.task)
         try:
-            supervision.check_run_flags(run.flags)
+            needs[key] = (supervision.check_run_flags(run.flags), run)
         except ValueError as error:
             raise ValueError(f"{error} (run {run.label})") from error
+    largest = sorted((needs[(r.task, r.method, r.replay)][0] for r in runs), reverse=True)
+    together = sum(largest[:parallel])  # The `parallel` hungriest runs at once.
+    if memory_bytes is None:
+        memory_bytes = psutil.virtual_memory().total
+    if together > memory_bytes:
+        gib = 2**30
+        raise ValueError(
+            f"--parallel={parallel} runs at once need at least {together / gib:,.1f} GiB (each "
+            f"as its own run checks, up to {largest[0] / gib:,.1f} GiB) but this machine has "
+            f"{memory_bytes / gib:,.1f} GiB: lower --parallel"
+        )
 
 
 def _read_config(logdir: str) -> dict[str, Any] | None:
@@ -635,7 +653,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(shlex.join(run.command(args.python)))
         return 0
     try:
-        check_runs([r for r in runs if status_of(r) != STATUS_FINISHED])
+        check_runs([r for r in runs if status_of(r) != STATUS_FINISHED], args.parallel)
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return supervision.EXIT_BAD_INPUT
