@@ -223,7 +223,13 @@ def test_run_test_mode_toy_catch_writes_results_and_gif(tmp_path, no_leaked_chil
     assert several["levels"]["toy/bandit"]["episode_frames"] == [1, 1, 1]
     assert several["levels"]["toy/catch"]["episode_frames"] == [11, 11, 11]
     assert several["summary"]["num_levels"] == 2
-    # One episode is "1 episode" in the progress lines (issue 35 item 8), not "1 episodes".
+
+
+@pytest.mark.timeout(120)
+def test_one_episode_is_said_in_the_singular(no_leaked_children):
+    """`--mode=test --test_num_episodes=1` said "1 episodes" (issue 35 item 8)."""
+    config = _toy_config("toy/bandit", use_lstm=False)
+    agent = builders.agent_parts(config).agent
     lines = []
     evaluation.evaluate(config, agent, ["toy/bandit"], 1, num_envs=1, progress=lines.append)
     assert any("toy/bandit: 1 episode on 1 environment (" in line for line in lines), lines
