@@ -48,19 +48,33 @@ _log = logging.getLogger(__name__)
 
 SUITE_NAME = "dmlab30"
 
-# The paper's 9 actions (Table D.2; the release's `environments.DEFAULT_ACTION_SET`), as DMLab
-# native 7-vectors: (look left/right px, look down/up px, strafe left/right, move back/forward,
-# fire, jump, crouch).
+# DMLab's native action is a 7-vector: (look left/right px, look down/up px, strafe left/right,
+# move back/forward, fire, jump, crouch). The release's primitives, one entry each:
+_LOOK_LEFT = (-20, 0, 0, 0, 0, 0, 0)
+_LOOK_RIGHT = (20, 0, 0, 0, 0, 0, 0)
+_STRAFE_LEFT = (0, 0, -1, 0, 0, 0, 0)
+_STRAFE_RIGHT = (0, 0, 1, 0, 0, 0, 0)
+_FORWARD = (0, 0, 0, 1, 0, 0, 0)
+_BACKWARD = (0, 0, 0, -1, 0, 0, 0)
+_FIRE = (0, 0, 0, 0, 1, 0, 0)
+
+
+def _together(*moves: tuple[int, ...]) -> tuple[int, ...]:
+    """One native action doing all `moves` at once (their element-wise sum)."""
+    return tuple(sum(parts) for parts in zip(*moves, strict=True))
+
+
+# The paper's 9 actions in its order (Table D.2; the release's `environments.DEFAULT_ACTION_SET`).
 DEFAULT_ACTION_SET: tuple[tuple[int, ...], ...] = (
-    (0, 0, 0, 1, 0, 0, 0),  # Forward
-    (0, 0, 0, -1, 0, 0, 0),  # Backward
-    (0, 0, -1, 0, 0, 0, 0),  # Strafe left
-    (0, 0, 1, 0, 0, 0, 0),  # Strafe right
-    (-20, 0, 0, 0, 0, 0, 0),  # Look left
-    (20, 0, 0, 0, 0, 0, 0),  # Look right
-    (-20, 0, 0, 1, 0, 0, 0),  # Look left + forward
-    (20, 0, 0, 1, 0, 0, 0),  # Look right + forward
-    (0, 0, 0, 0, 1, 0, 0),  # Fire
+    _FORWARD,
+    _BACKWARD,
+    _STRAFE_LEFT,
+    _STRAFE_RIGHT,
+    _LOOK_LEFT,
+    _LOOK_RIGHT,
+    _together(_LOOK_LEFT, _FORWARD),
+    _together(_LOOK_RIGHT, _FORWARD),
+    _FIRE,
 )
 
 OBSERVATION_NAMES = ("RGB_INTERLEAVED", "INSTR")

@@ -57,51 +57,32 @@ RESUME_MAY_CHANGE = frozenset(
 ) - {"runtime.seed", "runtime.num_learners"}
 
 
+class _Entry:
+    """A `RunDir` attribute: the path of one named entry below the run directory's root."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __get__(self, run_dir: RunDir | None, owner: type) -> Any:
+        return self if run_dir is None else os.path.join(run_dir.root, self.name)
+
+
 @dataclasses.dataclass(frozen=True)
 class RunDir:
-    """Paths inside one run directory."""
+    """Paths inside one run directory (each attribute below is `<root>/<its name>`)."""
 
     root: str
 
-    @property
-    def config(self) -> str:
-        return os.path.join(self.root, CONFIG)
-
-    @property
-    def checkpoints(self) -> str:
-        return os.path.join(self.root, CHECKPOINTS)
-
-    @property
-    def episodes(self) -> str:
-        return os.path.join(self.root, EPISODES)
-
-    @property
-    def heartbeat(self) -> str:
-        return os.path.join(self.root, HEARTBEAT)
-
-    @property
-    def logs(self) -> str:
-        return os.path.join(self.root, LOGS)
-
-    @property
-    def videos(self) -> str:
-        return os.path.join(self.root, VIDEOS)
-
-    @property
-    def test_results(self) -> str:
-        return os.path.join(self.root, TEST_RESULTS)
-
-    @property
-    def sweep_run(self) -> str:
-        return os.path.join(self.root, SWEEP_RUN)
-
-    @property
-    def console(self) -> str:
-        return os.path.join(self.root, CONSOLE)
-
-    @property
-    def pbt(self) -> str:
-        return os.path.join(self.root, PBT)
+    config = _Entry(CONFIG)
+    checkpoints = _Entry(CHECKPOINTS)
+    episodes = _Entry(EPISODES)
+    heartbeat = _Entry(HEARTBEAT)
+    logs = _Entry(LOGS)
+    videos = _Entry(VIDEOS)
+    test_results = _Entry(TEST_RESULTS)
+    sweep_run = _Entry(SWEEP_RUN)
+    console = _Entry(CONSOLE)
+    pbt = _Entry(PBT)
 
     def log(self, role: str, index: int) -> str:
         """`logs/<role>_<index>.log`, e.g. `logs/actor_3.log`."""
