@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -79,6 +80,35 @@ class CountingEnv(Environment):
         self._remaining -= 1
         reward = float(self._rng.uniform(-1, 1)) + action
         return reward, self._remaining <= 0, self._observation()
+
+
+# What the real-Slurm test (tests/test_slurm_real.py) needs on PATH.
+SLURM_TOOLS = (
+    "munged",
+    "slurmctld",
+    "slurmd",
+    "sbatch",
+    "srun",
+    "scontrol",
+    "sinfo",
+    "squeue",
+    "scancel",
+)
+
+
+def real_slurm_missing() -> str:
+    """Why the real-Slurm test cannot run here ('' when it can)."""
+    if sys.platform != "linux":
+        return "real Slurm is tested on Linux only"
+    missing = [tool for tool in SLURM_TOOLS if shutil.which(tool) is None]
+    if missing:
+        return (
+            f"Slurm/munge not installed (no {', '.join(missing)}): "
+            "apt-get install -y --no-install-recommends slurm-wlm munge"
+        )
+    if os.geteuid() != 0:
+        return "scripts/slurm_local.sh runs Slurm as root (SlurmUser=root); run the test as root"
+    return ""
 
 
 def _explode(action: int) -> None:

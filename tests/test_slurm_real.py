@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -23,41 +22,18 @@ import pytest
 
 REPO = env_fixtures.REPO
 SCRIPT = os.path.join(REPO, "scripts", "slurm_local.sh")
-TOOLS = (
-    "munged",
-    "slurmctld",
-    "slurmd",
-    "sbatch",
-    "srun",
-    "scontrol",
-    "sinfo",
-    "squeue",
-    "scancel",
-)
 NODES = ("127.0.0.1", "127.0.0.2")
 FRAMES = 2000
 JOB_SECONDS = 220
 FINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"}
 
 
-def _missing() -> str:
-    """Why the real-Slurm test cannot run here ('' when it can)."""
-    if sys.platform != "linux":
-        return "real Slurm is tested on Linux only"
-    missing = [tool for tool in TOOLS if shutil.which(tool) is None]
-    if missing:
-        return (
-            f"Slurm/munge not installed (no {', '.join(missing)}): "
-            "apt-get install -y --no-install-recommends slurm-wlm munge"
-        )
-    if os.geteuid() != 0:
-        return "scripts/slurm_local.sh runs Slurm as root (SlurmUser=root); run the test as root"
-    return ""
-
-
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.skipif(bool(_missing()), reason=_missing() or "runnable"),
+    pytest.mark.skipif(
+        bool(env_fixtures.real_slurm_missing()),
+        reason=env_fixtures.real_slurm_missing() or "runnable",
+    ),
 ]
 
 
