@@ -394,7 +394,9 @@ def test_close_ends_the_background_dequeue_of_a_timed_out_call(learner):
 @pytest.mark.timeout(60)
 def test_close_unblocks_blocked_enqueue(learner_with_queue):
     cluster, learner_queue = learner_with_queue
-    client = transport.QueueClient(cluster.learner_hosts[0], SMALL_SPECS, poll_seconds=0.5)
+    client = transport.QueueClient(
+        cluster.learner_hosts[0], SMALL_SPECS, waits=transport.Waits(poll_seconds=0.5)
+    )
     client.enqueue(small_trajectory(0, 0))  # Fills the queue.
     thread, outcome = _run_in_thread(lambda: client.enqueue(small_trajectory(0, 1)))
     time.sleep(1.5)  # Three poll periods: a blocked enqueue keeps blocking while the queue is full.
@@ -466,9 +468,11 @@ def test_unreachable_learner_raises_within_bound(tf_module):
     address = f"localhost:{cluster_lib.free_port()}"
     start = time.monotonic()
     with pytest.raises(transport.LearnerUnreachableError, match=address):
-        transport.QueueClient(address, SMALL_SPECS, connect_seconds=1.0)
+        transport.QueueClient(address, SMALL_SPECS, waits=transport.Waits(connect_seconds=1.0))
     with pytest.raises(transport.LearnerUnreachableError, match=address):
-        transport.ParameterClient(address, [ArraySpec((1,), np.float32)], connect_seconds=1.0)
+        transport.ParameterClient(
+            address, [ArraySpec((1,), np.float32)], waits=transport.Waits(connect_seconds=1.0)
+        )
     assert time.monotonic() - start < 6.0
 
 
@@ -557,8 +561,9 @@ def test_learner_restart_client_reconnects(tf_module):
     try:
         children.append(Child("learner", address=address, version=1))
         assert children[-1].expect("ready", 60) == ""
-        client = transport.QueueClient(address, SMALL_SPECS, poll_seconds=1, reconnect_seconds=60)
-        fetcher = transport.ParameterClient(address, params, poll_seconds=1, reconnect_seconds=60)
+        waits = transport.Waits(reconnect_seconds=60, poll_seconds=1)
+        client = transport.QueueClient(address, SMALL_SPECS, waits=waits)
+        fetcher = transport.ParameterClient(address, params, waits=waits)
         clients += [client, fetcher]
         client.enqueue(small_trajectory(1, 0))
         assert children[-1].expect("got", 30) == "1 0"

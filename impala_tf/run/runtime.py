@@ -542,20 +542,14 @@ def run_actor(
     seeds = parts.actor_seeds(actor_index)
     agent, codec = parts.agent, parts.codec
     print(f"[actor {actor_index}] connecting to learner {learner_task} at {target}", flush=True)
-    params = transport.ParameterClient(
-        target,
-        parts.parameter_specs(),
-        learner_task,
-        connect_seconds=connect_seconds,
-        reconnect_seconds=connect_seconds,
-    )
+    waits = transport.Waits(connect_seconds=connect_seconds, reconnect_seconds=connect_seconds)
+    params = transport.ParameterClient(target, parts.parameter_specs(), learner_task, waits)
     trajectory_queue = transport.QueueClient(
         target,
         codec.wire_specs,
         learner_task,
         capacity=max(1, config.learner.batch_size * QUEUE_CAPACITY_PER_BATCH),
-        connect_seconds=connect_seconds,
-        reconnect_seconds=connect_seconds,
+        waits=waits,
     )
     variables = agent.trainable_variables
     params.wait_for_parameters(connect_seconds)

@@ -24,6 +24,7 @@ timeouts, reconnection, what cancelling a dequeue loses) is in `docs/transport.m
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import logging
 import socket
 import threading
@@ -175,6 +176,30 @@ def _close_in_background(session: tf.compat.v1.Session, callables: dict[str, Any
         callables.clear()
 
     threading.Thread(target=close, name="close-session", daemon=True).start()
+
+
+@dataclasses.dataclass(frozen=True)
+class Waits:
+    """How long an actor's clients (`QueueClient`, `ParameterClient`) wait for their learner.
+
+    Attributes:
+      connect_seconds: for the learner at construction.
+      reconnect_seconds: for a restarting learner before giving up.
+      poll_seconds: the deadline of each call: a blocked call checks this often that the learner is
+        alive.
+    """
+
+    connect_seconds: float = 60.0
+    reconnect_seconds: float = 60.0
+    poll_seconds: float = 10.0
+
+    def client_arguments(self) -> dict[str, float]:
+        """`_GraphClient`'s keyword arguments."""
+        return dict(
+            connect_seconds=self.connect_seconds,
+            reconnect_seconds=self.reconnect_seconds,
+            timeout_seconds=self.poll_seconds,
+        )
 
 
 class _GraphClient:
@@ -514,10 +539,8 @@ class QueueClient(_QueueGraph):
       specs: nest of `structures.ArraySpec` of one trajectory (must match the learner's).
       learner_task: the learner's task index.
       capacity: must equal the learner's queue capacity.
-      connect_seconds: how long to wait for the learner at construction.
-      reconnect_seconds: how long to wait for a restarting learner before giving up.
-      poll_seconds: a blocked enqueue checks that the learner is alive this often (the deadline of
-        each call).
+      waits: how long it waits for the learner (a blocked enqueue checks that the learner is alive
+        every `waits.poll_seconds`).
 
     Raises:
       LearnerUnreachableError: at construction, or from `enqueue`, when the learner cannot be reached
@@ -530,19 +553,9 @@ class QueueClient(_QueueGraph):
         specs: Any,
         learner_task: int = 0,
         capacity: int = DEFAULT_QUEUE_CAPACITY,
-        connect_seconds: float = 60.0,
-        reconnect_seconds: float = 60.0,
-        poll_seconds: float = 10.0,
+        waits: Waits = Waits(),
     ):
-        super().__init__(
-            target,
-            specs,
-            learner_task,
-            capacity,
-            connect_seconds=connect_seconds,
-            reconnect_seconds=reconnect_seconds,
-            timeout_seconds=poll_seconds,
-        )
+        super().__init__(target, specs, learner_task, capacity, **waits.client_arguments())
 
     def _values(self, trajectory: Any) -> list[np.ndarray]:
         try:
@@ -719,7 +732,7 @@ class ParameterClient(_ParamsGraph):
       target: the learner's address.
       specs: the weights' specs, as the learner's `ParameterStore`.
       learner_task: the learner's task index.
-      connect_seconds, reconnect_seconds, poll_seconds: see `QueueClient`.
+      waits: how long it waits for the learner.
     """
 
     def __init__(
@@ -727,18 +740,9 @@ class ParameterClient(_ParamsGraph):
         target: str,
         specs: Sequence[structures.ArraySpec],
         learner_task: int = 0,
-        connect_seconds: float = 60.0,
-        reconnect_seconds: float = 60.0,
-        poll_seconds: float = 10.0,
+        waits: Waits = Waits(),
     ):
-        super().__init__(
-            target,
-            specs,
-            learner_task,
-            connect_seconds=connect_seconds,
-            reconnect_seconds=reconnect_seconds,
-            timeout_seconds=poll_seconds,
-        )
+        super().__init__(target, specs, learner_task, **waits.client_arguments())
 
     def fetch(self, max_attempts: int = 100) -> tuple[list[np.ndarray], int]:
         """The latest weights and their version, read consistently (never a mix of two publishes).
