@@ -344,10 +344,12 @@ def check_memory(config: configs.Config, local: bool) -> None:
     """
     import psutil
 
+    from impala_tf.agent import core_specs
     from impala_tf.run import memory
 
     estimate = memory.memory_estimate(config)
     needed = memory_need(config, local)
+    state_bytes = core_specs.config_state_bytes(config.agent)
     available = psutil.virtual_memory().total
     if needed > available:
         gib = 2**30
@@ -358,6 +360,12 @@ def check_memory(config: configs.Config, local: bool) -> None:
             + (
                 f" and --replay_capacity={config.learner.replay_capacity} trajectories"
                 if config.learner.replay_proportion > 0
+                else ""
+            )
+            + (
+                f", each with --core={config.agent.core_name} state of "
+                f"{state_bytes / 2**20:,.1f} MiB"
+                if state_bytes >= 2**20
                 else ""
             )
             + (

@@ -13,7 +13,8 @@ import pytest
 import tensorflow as tf
 from tensorflow.python.framework import ops as tf_ops
 
-from impala_tf.agent import networks
+from impala_tf.agent import cores, networks
+from impala_tf.base import structures
 from impala_tf.benchmark import common, flops
 
 MATMUL_TYPES = ("Conv2D", "MatMul", "Conv2DBackpropInput", "Conv2DBackpropFilter")
@@ -89,11 +90,11 @@ def test_core_heads_and_language_flops_match_the_agents_kernels(kind):
     for name, shape in kernels.items():
         owner = name.split("/")[-2]
         by_owner[owner] = math.prod(shape)
-    _, num_actions, use_lstm, use_instruction = common.shapes(kind)
+    _, num_actions, core, use_instruction = common.shapes(kind)
     layers = {
         layer.name: layer.multiply_adds
         for layer in flops.agent_layers(
-            "deep", common.shapes(kind)[0], num_actions, use_lstm, tokens if use_instruction else 0
+            "deep", common.shapes(kind)[0], num_actions, core, tokens if use_instruction else 0
         )
     }
     assert layers["policy_logits"] == by_owner["policy_logits"]
@@ -104,6 +105,33 @@ def test_core_heads_and_language_flops_match_the_agents_kernels(kind):
         assert layers["instruction_lstm"] == tokens * by_owner["language_lstm"]
     else:
         assert "lstm" not in layers and "instruction_lstm" not in layers
+
+
+@pytest.mark.parametrize("steps", [1, 4])
+def test_gtrxl_projections_match_its_kernels(steps):
+    """Per step of an unroll of `steps`: every kernel of the core once, except the keys and values
+    of the whole window of M + `steps` (recomputed each unroll) and the relative encodings'
+    projection (once per call, not counted); plus the attention over the window."""
+    sizes = cores.GTrXLSizes(num_layers=2, num_heads=2, model_size=8, memory_size=4)
+    agent = networks.make_agent("shallow", 9, False, False, core="gtrxl", gtrxl_sizes=sizes)
+    agent.create_variables(structures.observation_specs(common.DMLAB_FRAME))
+    kernels = {
+        v.name: math.prod(v.shape)
+        for v in agent._core.trainable_variables
+        if v.shape.rank == 2 and "bias" not in v.name and "/position/" not in v.name
+    }
+    key_values = sum(n for name, n in kernels.items() if "/key_value/" in name)
+    assert len(kernels) == 1 + 2 * 11  # Input projection; q, kv, out, 2 x (w, u, u_g), 2 MLP.
+    core_input = networks.TORSO_OUTPUT_SIZE + 1 + 9
+    layers = flops.gtrxl_layers(core_input, sizes, steps)
+    dense = sum(layer.multiply_adds for layer in layers if "attention" not in layer.name)
+    dense += sum(layer.multiply_adds for layer in layers if layer.name.endswith("output"))
+    window = sizes.memory_size + steps
+    assert dense == sum(kernels.values()) + key_values * (window - steps) // steps
+    attention = [layer.multiply_adds for layer in layers if layer.name.endswith("_attention")]
+    assert attention == [8 * (2 * window + sizes.memory_size + 1)] * 2
+    full = flops.agent_layers("shallow", common.DMLAB_FRAME, 9, "gtrxl", 0, 1, sizes, steps)
+    assert full[-1].multiply_adds == sizes.model_size  # The baseline reads the last block.
 
 
 def test_per_frame_and_per_update_arithmetic():

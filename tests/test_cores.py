@@ -9,7 +9,7 @@ import tree
 from env_fixtures import InProcessBatch
 
 from impala_tf.agent import actor as actor_lib
-from impala_tf.agent import cores, learner, networks
+from impala_tf.agent import core_specs, cores, learner, networks
 from impala_tf.base import configs, presets, structures
 from impala_tf.base.configs import EnvConfig
 from impala_tf.envs import toy
@@ -41,6 +41,7 @@ def assert_nests_close(got, want, atol=1e-5):
 
 def test_the_registry_and_the_config_name_the_same_cores():
     assert tuple(cores.CORES) == configs.CORES == ("lstm", "none", "gtrxl")
+    assert tuple(core_specs.STATE_SPECS) == configs.CORES  # The memory estimate's specs.
     with pytest.raises(ValueError, match="expected one of"):
         cores.make_core("gru")
 
@@ -117,8 +118,10 @@ def test_an_unroll_equals_its_steps_and_two_half_unrolls(name):
 
 @pytest.mark.parametrize("name", list(cores.CORES))
 def test_the_state_spec_is_known_without_building_the_core(name):
-    """`spec_for` (the memory estimate's, TensorFlow-free) is the built core's `state_spec`."""
+    """`spec_for` (the memory estimate's, TensorFlow-free: `core_specs.STATE_SPECS`) is the built
+    core's `state_spec`."""
     assert cores.CORES[name].spec_for(SMALL) == make(name).state_spec()
+    assert core_specs.STATE_SPECS[name](SMALL) == make(name).state_spec()
     specs = tree.flatten(make(name).state_spec())
     assert cores.state_bytes(name, SMALL) == sum(4 * np.prod(s.shape, dtype=int) for s in specs)
 

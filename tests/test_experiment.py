@@ -329,6 +329,17 @@ def test_a_learner_port_in_use_is_one_clear_line_and_exit_2(tmp_path):
     [
         (("--batch_size=4096", "--unroll_length=5000"), "--batch_size=4096 x --unroll_length=5000"),
         (("--num_actors=5000",), "5000 actors x 1 environments"),
+        (  # 100,000 replayed trajectories of a GTrXL of DMLab sizes: 629 GB of core state.
+            (
+                "--core=gtrxl",
+                "--gtrxl_layers=12",
+                "--gtrxl_model_size=256",
+                "--gtrxl_memory_size=512",
+                "--replay_proportion=0.5",
+                "--replay_capacity=100000",
+            ),
+            "each with --core=gtrxl state of 6.0 MiB",
+        ),
     ],
 )
 def test_a_run_that_cannot_fit_in_memory_is_refused_before_it_starts(tmp_path, flags, message):

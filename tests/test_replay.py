@@ -191,7 +191,8 @@ def test_only_fresh_frames_are_counted_and_an_empty_buffer_after_resume_works():
 
 
 def test_memory_estimate_counts_the_replay_buffer():
-    """The learner's estimate holds the buffer's uint8 frames: capacity x (T + 1) x frame bytes."""
+    """The learner's estimate holds the buffer's trajectories: capacity x ((T + 1) x frame bytes +
+    the core state, the toy preset's LSTM: 2 x 256 float32; tests/test_memory.py for GTrXL's)."""
     from impala_tf import envs
     from impala_tf.run import builders
 
@@ -201,5 +202,5 @@ def test_memory_estimate_counts_the_replay_buffer():
 
     without = learner_bytes()
     with_replay = learner_bytes(replay_capacity=10_000, replay_proportion=0.5)
-    assert with_replay - without == 10_000 * 101 * 24 * 24 * 3  # Toy frames are 24x24x3.
+    assert with_replay - without == 10_000 * (101 * 24 * 24 * 3 + 2048)  # Toy frames: 24x24x3.
     assert learner_bytes(replay_capacity=10_000) == without  # A capacity alone replays nothing.

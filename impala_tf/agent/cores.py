@@ -13,69 +13,30 @@ the trajectory's T, so both run the same code on the same context.
   Reinforcement Learning" (arXiv:1910.06764), with a sliding window of exactly the previous M steps
   as context in both the actor's and the learner's view.
 
-A new core is one `Core` subclass and one entry in `CORES`. See docs/cores.md.
+A new core is one `Core` subclass and one entry in `CORES` (and, for its state spec, one in the
+TensorFlow-free `core_specs.STATE_SPECS`). See docs/cores.md.
 """
 
 from __future__ import annotations
 
 import abc
 import math
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import sonnet as snt
 import tensorflow as tf
 import tree
 
-from impala_tf.base import structures
+from impala_tf.agent import core_specs
 
-CORE_HIDDEN_SIZE = 256  # LSTMBlockCell(256) (release `Agent`).
 MASKED_LOGIT = -1e9  # Attention logit of a key out of the window: softmax weight exactly 0.
 
-
-class LSTMState(NamedTuple):
-    """State of a `BlockLSTM`.
-
-    Attributes:
-      c: float32 `[B, H]`, the cell state.
-      h: float32 `[B, H]`, the hidden state (also the core's output).
-    """
-
-    c: Any
-    h: Any
-
-
-class GTrXLState(NamedTuple):
-    """State of a `GTrXLCore`: each layer's inputs at the previous M steps.
-
-    Attributes:
-      memory: float32 `[B, L, M, D]`, the input of layer l at each of the last M steps (oldest
-        first).
-      valid: float32 `[B, M]`, 1 where that step belongs to the current episode (0 for steps
-        before the last episode start and for the empty slots of a fresh state).
-    """
-
-    memory: Any
-    valid: Any
-
-
-class GTrXLSizes(NamedTuple):
-    """The sizes of a `GTrXLCore` (docs/cores.md gives the paper's DMLab settings).
-
-    Attributes:
-      num_layers: L, the number of gated blocks.
-      num_heads: attention heads; each has `model_size // num_heads` features.
-      model_size: D, the width of every block's input and output (and of the MLP's hidden layer).
-      memory_size: M, the previous steps each step attends to (besides itself).
-      gate_bias: b_g, subtracted from the update gate's pre-activation, so that each block starts
-        near the identity (Parisotto et al. 2020, section 3.2).
-    """
-
-    num_layers: int = 2
-    num_heads: int = 4
-    model_size: int = 64
-    memory_size: int = 32
-    gate_bias: float = 2.0
+# The state's records and specs live in `core_specs` (TensorFlow-free: the memory estimate's).
+CORE_HIDDEN_SIZE = core_specs.CORE_HIDDEN_SIZE
+LSTMState = core_specs.LSTMState
+GTrXLState = core_specs.GTrXLState
+GTrXLSizes = core_specs.GTrXLSizes
 
 
 class Core(snt.Module, abc.ABC):
@@ -100,8 +61,8 @@ class Core(snt.Module, abc.ABC):
     @classmethod
     @abc.abstractmethod
     def spec_for(cls, gtrxl_sizes: GTrXLSizes) -> Any:
-        """`state_spec()` of the core `make_core` builds, without building it: no TensorFlow op
-        may run (every process estimates its memory before TensorFlow's collectives start)."""
+        """`state_spec()` of the core `make_core` builds, without building it: its entry in
+        `core_specs.STATE_SPECS` (TensorFlow-free, the memory estimate's)."""
 
     @abc.abstractmethod
     def unroll(self, inputs: tf.Tensor, done: tf.Tensor, state: Any) -> tuple[tf.Tensor, Any]:
@@ -193,12 +154,11 @@ class LSTMCore(BlockLSTM, Core):
         super().__init__(hidden_size, name=name)
 
     def state_spec(self) -> LSTMState:
-        return _lstm_spec(self.hidden_size)
+        return core_specs.lstm_spec(self.hidden_size)
 
     @classmethod
     def spec_for(cls, gtrxl_sizes: GTrXLSizes) -> LSTMState:
-        del gtrxl_sizes
-        return _lstm_spec(CORE_HIDDEN_SIZE)
+        return core_specs.STATE_SPECS["lstm"](gtrxl_sizes)
 
     def unroll(
         self, inputs: tf.Tensor, done: tf.Tensor, state: LSTMState
@@ -221,13 +181,6 @@ class LSTMCore(BlockLSTM, Core):
         return outputs, tree.map_structure(lambda s: s[-1], states)
 
 
-def _lstm_spec(hidden_size: int) -> LSTMState:
-    return LSTMState(
-        c=structures.ArraySpec((hidden_size,), np.float32, "lstm_c"),
-        h=structures.ArraySpec((hidden_size,), np.float32, "lstm_h"),
-    )
-
-
 @snt.allow_empty_variables  # `--mode=describe` counts every core's variables.
 class FeedForwardCore(Core):
     """`none`: no memory; the heads read the core input (the paper's Atari agents)."""
@@ -247,8 +200,7 @@ class FeedForwardCore(Core):
 
     @classmethod
     def spec_for(cls, gtrxl_sizes: GTrXLSizes) -> tuple:
-        del gtrxl_sizes
-        return ()
+        return core_specs.STATE_SPECS["none"](gtrxl_sizes)
 
     def unroll(self, inputs: tf.Tensor, done: tf.Tensor, state: Any) -> tuple[tf.Tensor, tuple]:
         del done, state
@@ -379,13 +331,7 @@ class GTrXLCore(Core):
 
     @classmethod
     def spec_for(cls, gtrxl_sizes: GTrXLSizes) -> GTrXLState:
-        s = gtrxl_sizes
-        return GTrXLState(
-            memory=structures.ArraySpec(
-                (s.num_layers, s.memory_size, s.model_size), np.float32, "gtrxl_memory"
-            ),
-            valid=structures.ArraySpec((s.memory_size,), np.float32, "gtrxl_valid"),
-        )
+        return core_specs.STATE_SPECS["gtrxl"](gtrxl_sizes)
 
     def unroll(
         self, inputs: tf.Tensor, done: tf.Tensor, state: GTrXLState
@@ -440,11 +386,7 @@ def _window(
 CORES = {"lstm": LSTMCore, "none": FeedForwardCore, "gtrxl": GTrXLCore}
 
 
-def state_bytes(name: str, gtrxl_sizes: GTrXLSizes | None = None) -> int:
-    """Bytes of one example's state of core `name`, which travels with every trajectory
-    (`agent_state`); builds nothing (see `Core.spec_for`)."""
-    specs = tree.flatten(CORES[name].spec_for(gtrxl_sizes or GTrXLSizes()))
-    return sum(math.prod(s.shape) * np.dtype(s.dtype).itemsize for s in specs)
+state_bytes = core_specs.state_bytes  # Bytes of one example's state (`agent_state`).
 
 
 def make_core(name: str, gtrxl_sizes: GTrXLSizes | None = None) -> Core:

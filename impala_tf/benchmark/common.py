@@ -196,23 +196,25 @@ def timed_for(fn: Callable[[], Any], min_repeats: int, min_seconds: float) -> fl
     return (time.perf_counter() - start) / calls
 
 
-def shapes(kind: str) -> tuple[tuple[int, ...], int, bool, bool]:
-    """`(frame shape, num actions, use_lstm, use_instruction)` of `dmlab` or `atari` shapes."""
+def shapes(kind: str) -> tuple[tuple[int, ...], int, str, bool]:
+    """`(frame shape, num actions, core, use_instruction)` of `dmlab` or `atari` shapes (the
+    paper's agents: `lstm` on DeepMind Lab, `none` on Atari)."""
     if kind == "dmlab":
-        return DMLAB_FRAME, DMLAB_ACTIONS, True, True
+        return DMLAB_FRAME, DMLAB_ACTIONS, "lstm", True
     if kind == "atari":
-        return ATARI_FRAME, ATARI_ACTIONS, False, False
+        return ATARI_FRAME, ATARI_ACTIONS, "none", False
     raise ValueError(f"unknown shapes {kind!r}")
 
 
 def make_bench_agent(agent: str, kind: str, torso_dtype: str = "float32") -> networks.Agent:
     """The paper's agent for `dmlab` (LSTM + instruction) or `atari` (feed-forward) shapes."""
-    frame, num_actions, use_lstm, use_instruction = shapes(kind)
+    frame, num_actions, core, use_instruction = shapes(kind)
     net = networks.make_agent(
         agent,
         num_actions,
-        use_lstm,
+        core == "lstm",
         use_instruction,
+        core=core,
         atari=kind == "atari",
         torso_dtype=torso_dtype,
     )

@@ -3,8 +3,8 @@
 Convention:
 
 - one multiply-add = 2 FLOPs; only convolutions and matrix products are counted (the conv
-  layers, the FC 256, the LSTM's gate matmul, the policy and baseline heads, the instruction
-  LSTM); elementwise ops (bias adds, ReLU, gate nonlinearities, residual adds, max-pool), the
+  layers, the FC 256, the LSTM's gate matmul or the GTrXL's projections and attention, the
+  policy and baseline heads, the instruction LSTM); elementwise ops (bias adds, ReLU, gate nonlinearities, residual adds, max-pool), the
   embedding lookup, V-trace, the losses and RMSProp are ignored (they are O(activations) or
   O(parameters) per step, not O(activations x filter size));
 - backward = the weight gradient (as many multiply-adds as the forward) + the input gradient (as
@@ -19,7 +19,7 @@ Convention:
 The layer shapes follow `impala_tf.agent.networks` (the release's `Agent`,
 google-deepmind/scalable_agent): deep = 3 sections of conv 3x3 (16, 32, 32 channels) + max-pool
 3x3/2 + 2 residual blocks of two convs 3x3; shallow = two (DMLab) or three (Atari) VALID convs;
-then FC 256, the optional LSTM 256 and the heads.
+then FC 256, the core (LSTM 256, none, or a GTrXL: `gtrxl_layers`) and the heads.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from impala_tf.agent import networks
+from impala_tf.agent import cores, networks
 from impala_tf.benchmark import common
 
 FLOPS_PER_MULTIPLY_ADD = 2
@@ -139,13 +139,52 @@ def lstm_multiply_adds(input_size: int, hidden_size: int) -> int:
     return (input_size + hidden_size) * 4 * hidden_size
 
 
+def gtrxl_layers(input_size: int, sizes: cores.GTrXLSizes, steps: int = 1) -> list[Layer]:
+    """`cores.GTrXLCore` per agent step, in an unroll of `steps` steps (the actor's 1, the
+    learner's T + 1): the input projection, then per block the query of the step, the keys and
+    values of the M + `steps` window (recomputed every unroll, so the actor pays (M + 1) per step),
+    the attention (content logits over M + `steps` keys, position logits over M + 1 distances, the
+    weighted values), its output, the two GRU gates (W: 3D, U: 2D, U_g: D each) and the MLP. The
+    relative encodings' projection ((M + 1) x D x D per block) runs once per call, not per example,
+    and is left out."""
+    d, m = sizes.model_size, sizes.memory_size
+    layers = [Layer("gtrxl_input_projection", input_size * d)]
+    for i in range(sizes.num_layers):
+        layers += [
+            Layer(f"gtrxl_{i}_query", d * d),
+            Layer(f"gtrxl_{i}_key_value", 2 * d * d * (m + steps) // steps),
+            Layer(f"gtrxl_{i}_attention", d * (2 * (m + steps) + m + 1)),
+            Layer(f"gtrxl_{i}_attention_output", d * d),
+            Layer(f"gtrxl_{i}_gates", 2 * 6 * d * d),
+            Layer(f"gtrxl_{i}_mlp", 2 * d * d),
+        ]
+    return layers
+
+
+def core_layers(
+    core: str, input_size: int, gtrxl_sizes: cores.GTrXLSizes | None = None, steps: int = 1
+) -> tuple[list[Layer], int]:
+    """The counted layers of core `core` (`cores.CORES`) per agent step and its output size."""
+    if core == "lstm":
+        macs = lstm_multiply_adds(input_size, networks.CORE_HIDDEN_SIZE)
+        return [Layer("lstm", macs)], networks.CORE_HIDDEN_SIZE
+    if core == "none":
+        return [], input_size
+    if core == "gtrxl":
+        sizes = gtrxl_sizes or cores.GTrXLSizes()
+        return gtrxl_layers(input_size, sizes, steps), sizes.model_size
+    raise ValueError(f"core={core!r}; expected one of {sorted(cores.CORES)}")
+
+
 def agent_layers(
     torso: str,
     frame_shape: Sequence[int],
     num_actions: int,
-    use_lstm: bool,
+    core: str,
     instruction_tokens: int = 0,
     num_values: int = 1,
+    gtrxl_sizes: cores.GTrXLSizes | None = None,
+    steps: int = 1,
 ) -> list[Layer]:
     """Every counted layer of `networks.Agent` for one agent step.
 
@@ -153,10 +192,13 @@ def agent_layers(
       torso: `deep`, `shallow` or `atari_shallow` (`networks.TORSOS`).
       frame_shape: `[H, W, C]`.
       num_actions: A (the one-hot last action and the policy head's width).
-      use_lstm: the LSTM-256 core (else the heads read the core input directly).
+      core: `lstm` (LSTM-256), `none` (the heads read the core input) or `gtrxl`.
       instruction_tokens: L, the instruction's tokens (0: no language branch). The language
         LSTM-64 runs once per token (padded to the longest instruction of the batch).
       num_values: baseline outputs (1; PopArt: one per task).
+      gtrxl_sizes: the `gtrxl` core's sizes.
+      steps: the steps of one unroll (1 for the actor, T + 1 for the learner); only `gtrxl`'s
+        count depends on it.
     """
     layers = torso_layers(torso, frame_shape)
     core_input = networks.TORSO_OUTPUT_SIZE + 1 + num_actions
@@ -164,10 +206,8 @@ def agent_layers(
         per_token = lstm_multiply_adds(networks.WORD_EMBEDDING_SIZE, networks.LANGUAGE_HIDDEN_SIZE)
         layers.append(Layer("instruction_lstm", instruction_tokens * per_token))
         core_input += networks.LANGUAGE_HIDDEN_SIZE
-    head_input = core_input
-    if use_lstm:
-        layers.append(Layer("lstm", lstm_multiply_adds(core_input, networks.CORE_HIDDEN_SIZE)))
-        head_input = networks.CORE_HIDDEN_SIZE
+    counted, head_input = core_layers(core, core_input, gtrxl_sizes, steps)
+    layers += counted
     layers.append(Layer("policy_logits", head_input * num_actions))
     layers.append(Layer("baseline", head_input * num_values))
     return layers
@@ -221,7 +261,7 @@ def bench_agent_flops(
     `dmlab`: `[72, 96, 3]`, 9 actions, LSTM, instruction of `instruction_tokens` tokens; `atari`:
     `[84, 84, 4]`, 6 actions, feed-forward, no instruction (`impala_tf.benchmark.common.shapes`).
     """
-    frame, num_actions, use_lstm, use_instruction = common.shapes(kind)
+    frame, num_actions, core, use_instruction = common.shapes(kind)
     if agent == "deep":
         torso = "deep"
     elif agent == "shallow":
@@ -229,7 +269,7 @@ def bench_agent_flops(
     else:
         raise ValueError(f"agent={agent!r}")
     tokens = instruction_tokens if use_instruction else 0
-    return count(agent_layers(torso, frame, num_actions, use_lstm, tokens), action_repeats)
+    return count(agent_layers(torso, frame, num_actions, core, tokens), action_repeats)
 
 
 def update_row_flops(row: dict[str, Any], instruction_tokens: int) -> dict[str, Any]:

@@ -360,8 +360,8 @@ def bench_atari_backends(
 
 def _shallow_agent(kind: str) -> networks.Agent:
     """The shallow agent of `kind`'s shapes, without variables (only its state spec is used)."""
-    _, num_actions, use_lstm, use_instruction = common.shapes(kind)
-    return networks.make_agent("shallow", num_actions, use_lstm, use_instruction)
+    _, num_actions, core, use_instruction = common.shapes(kind)
+    return networks.make_agent("shallow", num_actions, core == "lstm", use_instruction, core=core)
 
 
 def producer_main(spec: dict[str, Any]) -> int:

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from impala_tf import envs
-from impala_tf.agent import cores, frame_stacks, networks
+from impala_tf.agent import core_specs, cores, frame_stacks, networks
 from impala_tf.base import configs, structures
 from impala_tf.envs import workers
 from impala_tf.run import memory
@@ -114,13 +114,7 @@ def agent_parts(config: configs.Config) -> AgentParts:
 
 def gtrxl_sizes(agent: configs.AgentConfig) -> cores.GTrXLSizes:
     """The `gtrxl` core's sizes a configuration sets (`--gtrxl_*`)."""
-    return cores.GTrXLSizes(
-        num_layers=agent.gtrxl_layers,
-        num_heads=agent.gtrxl_heads,
-        model_size=agent.gtrxl_model_size,
-        memory_size=agent.gtrxl_memory_size,
-        gate_bias=agent.gtrxl_gate_bias,
-    )
+    return core_specs.gtrxl_sizes(agent)
 
 
 def run_parts(config: configs.Config) -> RunParts:
