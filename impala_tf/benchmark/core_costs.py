@@ -61,8 +61,14 @@ def _batch(agent: networks.Agent, batch_size: int, unroll_length: int) -> Any:
 class _Variant:
     """One core's learner, actor step and recompute pass, each a zero-argument callable."""
 
-    def __init__(self, name: str, batch_size: int, unroll_length: int, envs: int):
-        core, sizes = VARIANTS[name]
+    def __init__(
+        self,
+        core: str,
+        sizes: core_specs.GTrXLSizes | None,
+        batch_size: int,
+        unroll_length: int,
+        envs: int,
+    ):
         self.core, self.sizes = core, sizes
         self.agent = _agent(core, sizes)
         batch = _batch(self.agent, batch_size, unroll_length)
@@ -112,10 +118,19 @@ def _timed(fn: Callable[[], None]) -> tuple[float, float]:
 
 
 def measure(
-    batch_size: int, unroll_length: int, envs: int, rounds: int, actor_steps: int
+    batch_size: int,
+    unroll_length: int,
+    envs: int,
+    rounds: int,
+    actor_steps: int,
+    variants: dict[str, tuple[str, core_specs.GTrXLSizes | None]] | None = None,
 ) -> dict[str, Any]:
-    """Per variant: bytes, FLOPs and the wall / CPU seconds of every timed call, in turn."""
-    variants = {name: _Variant(name, batch_size, unroll_length, envs) for name in VARIANTS}
+    """Per variant (`VARIANTS`: name -> core and GTrXL sizes): bytes, FLOPs and the wall / CPU
+    seconds of every timed call, in turn."""
+    variants = {
+        name: _Variant(core, sizes, batch_size, unroll_length, envs)
+        for name, (core, sizes) in (variants or VARIANTS).items()
+    }
     timings = {name: {"update": [], "actor_step": [], "recompute": []} for name in variants}
     for variant in variants.values():  # Trace and warm up.
         for fn in (variant.update, variant.actor_step, variant.recompute):
