@@ -1,6 +1,7 @@
 """`--core=gtrxl` through the entry point: it trains on toy, Atari and fake DeepMind Lab levels with
-the other features unchanged (several learners, PopArt, replay, checkpoints and resume,
-`--mode=test`, PBT). Tiny configurations: these prove the runs work, not that they learn.
+the other features unchanged, each exercised once: several learners, checkpoints and resume and
+`--mode=test` on Atari; PBT, PopArt and replay on a toy suite. Tiny configurations: these prove the
+runs work, not that they learn; the memory test at the end shows that the cores learn.
 
 Every test runs real subprocesses (`python -m impala_tf.experiment`) with a hard timeout and checks
 that nothing it started is left behind.
@@ -30,59 +31,37 @@ def _config(logdir):
         return json.load(f)["agent"]
 
 
-@pytest.mark.timeout(1800)
-def test_gtrxl_trains_with_two_learners_popart_and_replay_resumes_and_tests(tmp_path):
-    """A two-task toy suite (PopArt: one value per task), two learners, half of every batch
-    replayed; a second command resumes from the checkpoint; --mode=test evaluates it."""
+@pytest.mark.timeout(900)
+def test_gtrxl_trains_on_atari_with_two_learners_resumes_and_tests(tmp_path):
+    """Two learners; a second command resumes from the checkpoint; --mode=test evaluates it."""
     logdir = str(tmp_path / "run")
     flags = (
-        "--level_name=toy/bandit_scales",
-        "--popart",
+        "--level_name=atari/pong",
         "--num_learners=2",
         "--num_actors=2",
-        "--envs_per_actor=2",
-        "--batch_size=4",
+        "--envs_per_actor=1",
+        "--batch_size=2",
         "--unroll_length=5",
-        "--replay_capacity=50",
-        "--replay_proportion=0.5",
+        "--atari_max_episode_frames=200",
         f"--logdir={logdir}",
     )
-    first = _experiment(tmp_path, "first", *flags, "--total_environment_frames=600")
+    first = _experiment(tmp_path, "first", *flags, "--total_environment_frames=160")
     assert "checkpoint saved" in first, first
     assert _config(logdir)["core"] == "gtrxl"
-    second = _experiment(tmp_path, "second", *flags, "--total_environment_frames=1200")
+    second = _experiment(tmp_path, "second", *flags, "--total_environment_frames=320")
     assert "resumed from" in second, second
     _experiment(
         tmp_path,
         "test",
         "--mode=test",
         f"--logdir={logdir}",
-        "--test_num_episodes=2",
-        "--test_num_envs=2",
+        "--test_num_episodes=1",
+        "--test_num_envs=1",
     )
     with open(os.path.join(logdir, "test_results.json")) as f:
         results = json.load(f)["levels"]
-    assert sorted(results) == ["toy/bandit", "toy/bandit_x1000"]
-    assert all(len(level["returns"]) == 2 for level in results.values())
-
-
-@pytest.mark.timeout(600)
-def test_gtrxl_trains_on_atari(tmp_path):
-    logdir = str(tmp_path / "run")
-    output = _experiment(
-        tmp_path,
-        "atari",
-        "--level_name=atari/pong",
-        "--num_actors=1",
-        "--envs_per_actor=2",
-        "--batch_size=2",
-        "--unroll_length=5",
-        "--atari_max_episode_frames=200",
-        "--total_environment_frames=400",
-        f"--logdir={logdir}",
-    )
-    assert "checkpoint saved" in output, output
-    assert _config(logdir)["core"] == "gtrxl"
+    assert sorted(results) == ["atari/pong"]
+    assert len(results["atari/pong"]["returns"]) == 1
 
 
 @pytest.mark.timeout(600)
@@ -99,7 +78,7 @@ def test_gtrxl_trains_on_a_fake_deepmind_lab_level_with_instructions(tmp_path):
         "--num_actors=1",
         "--batch_size=2",
         "--unroll_length=5",
-        "--total_environment_frames=400",
+        "--total_environment_frames=200",
         f"--logdir={logdir}",
         env=env,
     )
@@ -108,37 +87,48 @@ def test_gtrxl_trains_on_a_fake_deepmind_lab_level_with_instructions(tmp_path):
 
 
 @pytest.mark.timeout(900)
-def test_a_gtrxl_population_trains_under_pbt(tmp_path):
-    """Two gtrxl members train to the end under the PBT controller (members/<i>, each with its
+def test_a_gtrxl_population_trains_under_pbt_with_popart_and_replay(tmp_path):
+    """Two gtrxl members train to the end under the PBT controller on a two-task toy suite, with
+    PopArt (one value per task) and half of every batch replayed (members/<i>, each with its
     checkpoints, which exploitation copies between members)."""
     pbt_dir = str(tmp_path / "pbt")
     _experiment(
         tmp_path,
         "pbt",
         "--mode=pbt",
-        "--level_name=toy/bandit",
+        "--level_name=toy/bandit_scales",
+        "--popart",
+        "--replay_capacity=50",
+        "--replay_proportion=0.5",
         "--num_actors=1",
         "--envs_per_actor=2",
         "--batch_size=4",
         "--unroll_length=5",
-        "--total_environment_frames=1500",
+        "--total_environment_frames=1000",
         "--summary_seconds=2",
         "--pbt_population=2",
         "--pbt_hyperparameters=learning_rate",
-        "--pbt_burn_in_frames=300",
+        "--pbt_burn_in_frames=200",
         "--pbt_ready_episodes=40",
         f"--logdir={pbt_dir}",
         timeout=800,
     )
     members = os.path.join(pbt_dir, "members")
     for member in ("0", "1"):
-        assert _config(os.path.join(members, member))["core"] == "gtrxl"
+        with open(os.path.join(members, member, "config.json")) as f:
+            config = json.load(f)
+        assert config["agent"]["core"] == "gtrxl"
+        assert config["learner"]["popart"] and config["learner"]["replay_proportion"] == 0.5
         assert os.listdir(os.path.join(members, member, "checkpoints")), member
 
 
+CORRIDOR_LENGTH = 2  # The cue cell, 2 corridor cells, the junction: the turn 3 steps after the cue.
+
+
 def _train_on_memory_corridor(core, updates, seed=0):
-    """Trains a shallow agent with `core` on toy/memory_corridor (8 environments, T = 10) in this
-    process; returns the mean of the last 300 episodes' final rewards (+1 right turn, -1 wrong)."""
+    """Trains a shallow agent with `core` on toy/memory_corridor (corridor of `CORRIDOR_LENGTH`
+    cells, 8 environments, T = 20) in this process; returns the mean of the last 300 episodes'
+    final rewards (+1 right turn, -1 wrong)."""
     import numpy as np
     import tensorflow as tf
     from env_fixtures import InProcessBatch, train_in_process
@@ -151,11 +141,13 @@ def _train_on_memory_corridor(core, updates, seed=0):
 
     tf.random.set_seed(seed)
     agent = networks.make_agent("shallow", 3, True, False, core=core)
-    env = InProcessBatch([toy.MemoryCorridor(seed * 100 + i) for i in range(8)])
-    actor = actor_lib.Actor(agent, env, 10, ["toy/memory_corridor"] * 8)
+    env = InProcessBatch(
+        [toy.MemoryCorridor(seed * 100 + i, corridor_length=CORRIDOR_LENGTH) for i in range(8)]
+    )
+    actor = actor_lib.Actor(agent, env, 20, ["toy/memory_corridor"] * 8)
     config = LearnerConfig(
         batch_size=8,
-        unroll_length=10,
+        unroll_length=20,
         entropy_cost=0.01,
         learning_rate=1e-3,
         epsilon=0.01,
@@ -171,10 +163,23 @@ def _train_on_memory_corridor(core, updates, seed=0):
 
 
 @pytest.mark.learning
-@pytest.mark.timeout(1500)
-def test_gtrxl_remembers_the_cue_that_a_feed_forward_agent_cannot():
-    """toy/memory_corridor: the cue is seen only at the first of 7 steps; a memoryless policy turns
-    the right way half the time (mean final reward exactly 0, docs/toy_tasks.md). GTrXL learns it
-    (measured: all right after about 1,000 updates of this run); feed-forward cannot."""
-    assert _train_on_memory_corridor("gtrxl", 1500) > 0.6
-    assert abs(_train_on_memory_corridor("none", 600)) < 0.3
+@pytest.mark.timeout(1200)
+@pytest.mark.parametrize("core, updates", [("lstm", 500), ("gtrxl", 300)])
+def test_a_memory_core_remembers_the_cue(core, updates):
+    """toy/memory_corridor with a corridor of 2 cells: the cue is seen only at the first of 4
+    steps. A memoryless policy turns the right way half the time: mean final reward exactly 0,
+    even with the last action and reward as inputs (docs/toy_tasks.md: the junction is entered by
+    a forward move whatever the cue), at any corridor length. Measured with these settings (seed
+    0): the LSTM at 0.01 after 300 updates, 0.93 after 400 and 1.00 after 500; the GTrXL at 0.05
+    after 100 and 0.94 after 200. With the default corridor of 5 cells (the turn 6 steps after the
+    cue) the GTrXL learns in about 1,000 updates of T = 10, but the LSTM stayed near 0 for 800
+    updates in every setting tried (docs/cores.md, "Evidence that memory works")."""
+    assert _train_on_memory_corridor(core, updates) > 0.6
+
+
+@pytest.mark.learning
+@pytest.mark.timeout(600)
+def test_a_feed_forward_agent_cannot_remember_the_cue():
+    """The same task and settings without a core: no better than chance, 0 expected (measured:
+    -0.03, 0.05, 0.02 after 100, 200, 300 updates)."""
+    assert abs(_train_on_memory_corridor("none", 200)) < 0.3
