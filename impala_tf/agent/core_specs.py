@@ -55,7 +55,7 @@ class GTrXLState(NamedTuple):
 
 
 class GTrXLSizes(NamedTuple):
-    """The sizes of a `GTrXLCore` (docs/cores.md gives the paper's DMLab settings).
+    """The sizes of a `GTrXLCore` (docs/cores.md: the paper's DMLab settings, unverified).
 
     Attributes:
       num_layers: L, the number of gated blocks.
