@@ -105,9 +105,19 @@ class EnvConfig:
     gym_frame_stack: int = setting(
         1, "gym/ levels with image observations: frames stacked along channels.", lower=1, upper=16
     )
+    procgen_num_levels: int = setting(
+        200,
+        "procgen/ levels: training levels (Cobbe et al. 2020 section 2.1: 200 on the easy "
+        "distribution; 0 = unlimited). Evaluation plays the unlimited distribution.",
+        lower=0,
+    )
+    procgen_start_level: int = setting(
+        0, "procgen/ levels: the first training level's seed (impala_tf.envs.procgen).", lower=0
+    )
     kind: str = setting(
         "",
-        "The level's suite: toy, atari, gym, dmlab (from the level, impala_tf.envs).",
+        "The level's suite: toy, atari, gym, procgen, vizdoom, dmlab (from the level, "
+        "impala_tf.envs).",
         flag=False,
     )
 

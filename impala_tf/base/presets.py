@@ -13,7 +13,8 @@ A run's settings resolve in this order (`resolve`), each value remembering where
 2. the preset: `--preset`, or else the one the level implies (`implied`, given by the caller from
    the level's suite, `impala_tf.envs.preset_for_level`: a DeepMind Lab level -> `dmlab`, `dmlab30`
    -> `dmlab30`, `atari/<game>` -> `atari`, `atari57` -> `atari57`, `toy/<task>` -> `toy`,
-   `gym/<id>` -> `gym`; no level at all -> `toy`), so the release's own command lines get the
+   `gym/<id>` -> `gym`, `procgen/<game>` -> `procgen`, `vizdoom/<scenario>` -> `vizdoom`; no level
+   at all -> `toy`), so the release's own command lines get the
    paper's settings without `--preset`;
 3. flags given on the command line;
 4. facts of the environment (`impala_tf.envs.complete_config`): its kind, number of actions, whether
@@ -156,6 +157,28 @@ PRESETS["gym"] = _derive(
     env={"level_name": "gym/CartPole-v1"},
     agent={"use_lstm": False},
     learner={"batch_size": 16, "total_environment_frames": 2_000_000},
+)
+
+# Procgen (`procgen/<game>`, beyond the paper; Cobbe et al. 2020): the IMPALA deep torso, which the
+# Procgen paper calls the "IMPALA CNN" (16-32-32 channels, section 2.3), feed-forward as there, one
+# frame per step (no frame skip), the paper's 25M-step budget for the easy distribution. The
+# learning hyperparameters are ours (the Atari preset's RMSProp settings on 2 cores), not the
+# Procgen paper's, which are PPO's.
+PRESETS["procgen"] = _derive(
+    PRESETS["atari"],
+    env={"level_name": "procgen/bigfish", "num_action_repeats": 1},
+    agent={"agent": "deep", "use_lstm": False},
+    learner={"batch_size": 16, "total_environment_frames": 25_000_000},
+    runtime={"num_actors": 2, "envs_per_actor": 16},
+)
+
+# VizDoom (`vizdoom/<scenario>`, beyond the paper): the same deep torso with an LSTM (one RGB frame
+# per step, partially observed), EnvPool's frame skip of 4. Learning hyperparameters are ours.
+PRESETS["vizdoom"] = _derive(
+    PRESETS["procgen"],
+    env={"level_name": "vizdoom/health_gathering", "num_action_repeats": 4},
+    agent={"use_lstm": True},
+    learner={"total_environment_frames": 10_000_000},
 )
 
 # Population-based training (appendix F; `python -m impala_tf.experiment --mode=pbt`): the suite

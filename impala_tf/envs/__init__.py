@@ -1,5 +1,5 @@
-"""Environments by level name: DeepMind Lab, Atari-57, toy tasks (paper Tables D.3 and G.1) and any
-Gymnasium environment.
+"""Environments by level name: DeepMind Lab, Atari-57, toy tasks (paper Tables D.3 and G.1), any
+Gymnasium environment, Procgen and VizDoom.
 
 Each suite is one module with one `impala_tf.envs.suites.Suite` record; `SUITES` is the registry, in
 the order suites claim names:
@@ -7,6 +7,9 @@ the order suites claim names:
 - `atari/<game>` (e.g. `atari/pong`), or `atari57` for the suite (`impala_tf.envs.atari`, its record
   in `impala_tf.envs.atari_vector`).
 - `gym/<id>`: any Gymnasium environment with discrete actions (`impala_tf.envs.gym`).
+- `procgen/<game>` (`procgen/<game>-hard`): the 16 Procgen games (`impala_tf.envs.procgen`) and
+  `vizdoom/<scenario>`: VizDoom scenarios (`impala_tf.envs.vizdoom`), both on EnvPool's C++ vector
+  environments in the actor process (`impala_tf.envs.envpool_batch`).
 - anything else is a DeepMind Lab level: DMLab-30 names (`rooms_watermaze`) get the
   `contributed/dmlab30/` prefix, other names are used as given (`seekavoid_arena_01`); `dmlab30` is the
   suite (`impala_tf.envs.dmlab`).
@@ -21,7 +24,7 @@ import re
 
 from impala_tf.base import configs, hints, structures
 from impala_tf.base.configs import EnvConfig
-from impala_tf.envs import atari_vector, dmlab, gym, toy
+from impala_tf.envs import atari_vector, dmlab, gym, procgen, toy, vizdoom
 from impala_tf.envs.base import Environment, StepStream
 from impala_tf.envs.suites import Suite
 
@@ -43,7 +46,14 @@ __all__ = [
 ]
 
 # The registry: the first suite whose `owns` accepts a name takes it; the last takes every name.
-SUITES: tuple[Suite, ...] = (toy.SUITE, atari_vector.SUITE, gym.SUITE, dmlab.SUITE)
+SUITES: tuple[Suite, ...] = (
+    toy.SUITE,
+    atari_vector.SUITE,
+    gym.SUITE,
+    procgen.SUITE,
+    vizdoom.SUITE,
+    dmlab.SUITE,
+)
 
 
 def suite_of(level_name: str) -> Suite:
