@@ -92,7 +92,10 @@ def test_describe_shows_the_preset_and_settings():
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "Preset: procgen (chosen from the level)" in result.stdout
-    assert "env.procgen_num_levels" in result.stdout and "ResNet" in result.stdout
+    assert (
+        "env.procgen_num_levels" in result.stdout
+        and "agent/resnet_torso/section_2_conv" in result.stdout
+    )
 
 
 def test_an_unknown_game_is_refused_with_one_line():
