@@ -5,7 +5,8 @@ Each level is stepped as its actors step it (`impala_tf.run.builders`): on its s
 engine in this process where it has one (Atari's ale-py, Procgen's and VizDoom's EnvPool; their
 thread pools' CPU time is this process's), else one `Environment` after another in this process
 (the work each worker process does, without the shared-memory transport). Uniformly random
-actions. CPU time rather than wall time, so that a machine shared with other jobs still gives a
+actions, timed after the first reset (start-up excluded). CPU time (this process's threads and its
+children's) rather than wall time, so that a machine shared with other jobs still gives a
 per-core figure (frames per CPU second = frames/s on one core, when the engine keeps it busy).
 
     python -m impala_tf.benchmark.env_speed --levels=procgen/bigfish,atari/pong --envs=16 \
@@ -26,6 +27,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import psutil
 
 from impala_tf import envs
 from impala_tf.base import configs, presets
@@ -39,19 +41,39 @@ def level_config(level_name: str) -> configs.Config:
     return envs.complete_config(config.replace("env", level_name=level_name))
 
 
-def _step_batch(level: str, config: EnvConfig, num_envs: int, steps: int, seed: int) -> str:
+def cpu_seconds() -> float:
+    """User + system CPU seconds of this process (all its threads) and of its live children
+    (EnvPool's VizDoom runs one ViZDoom process per environment)."""
+    process = psutil.Process()
+    times = process.cpu_times()
+    total = times.user + times.system
+    for child in process.children(recursive=True):
+        try:
+            child_times = child.cpu_times()
+        except psutil.Error:
+            continue
+        total += child_times.user + child_times.system
+    return total
+
+
+def _step_batch(
+    level: str, config: EnvConfig, num_envs: int, steps: int, seed: int
+) -> tuple[str, float, float]:
     rng = np.random.default_rng(seed)
     batch = builders.batched_environment([level] * num_envs, config, list(range(1, num_envs + 1)))
     try:
         batch.initial()
+        cpu, wall = cpu_seconds(), time.perf_counter()
         for _ in range(steps):
             batch.step(rng.integers(0, batch.num_actions, num_envs))
+        return "in-process batch", cpu_seconds() - cpu, time.perf_counter() - wall
     finally:
         batch.close()
-    return "in-process batch"
 
 
-def _step_each(level: str, config: EnvConfig, num_envs: int, steps: int, seed: int) -> str:
+def _step_each(
+    level: str, config: EnvConfig, num_envs: int, steps: int, seed: int
+) -> tuple[str, float, float]:
     rng = np.random.default_rng(seed)
     streams = [
         envs.StepStream(envs.create_environment(level, config, seed=i + 1)) for i in range(num_envs)
@@ -59,13 +81,15 @@ def _step_each(level: str, config: EnvConfig, num_envs: int, steps: int, seed: i
     try:
         for stream in streams:
             stream.initial()
+        cpu, wall = cpu_seconds(), time.perf_counter()
         for _ in range(steps):
             for stream in streams:
                 stream.step(int(rng.integers(stream.num_actions)))
+        engine = "one environment after another (a worker process's work)"
+        return engine, cpu_seconds() - cpu, time.perf_counter() - wall
     finally:
         for stream in streams:
             stream.close()
-    return "one environment after another (a worker process's work)"
 
 
 def measure(level_name: str, num_envs: int, steps: int, seed: int = 0) -> dict[str, Any]:
@@ -78,9 +102,7 @@ def measure(level_name: str, num_envs: int, steps: int, seed: int = 0) -> dict[s
     config = level_config(level_name).env
     in_process = builders.uses_in_process_batch([level_name] * num_envs, config)
     step = _step_batch if in_process else _step_each
-    cpu, wall = time.process_time(), time.perf_counter()
-    engine = step(level_name, config, num_envs, steps, seed)
-    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    engine, cpu, wall = step(level_name, config, num_envs, steps, seed)
     frames = num_envs * steps * config.num_action_repeats
     return {
         "level": level_name,
