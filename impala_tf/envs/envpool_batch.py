@@ -64,18 +64,21 @@ def check_available(suite: str, libraries: Sequence[tuple[str, str]] = ()) -> No
 def make_pool(task_id: str, num_envs: int, seed: int, settings: Settings) -> Any:
     """A synchronous gymnasium-API EnvPool of `num_envs` environments of `task_id`.
 
-    EnvPool seeds environment i with `seed + i`.
+    EnvPool seeds environment i with `seed + i`; `settings` may set `num_threads` (default: one
+    thread per environment, at most 8).
     """
     import envpool
 
+    settings = dict(settings)
+    num_threads = settings.pop("num_threads", min(num_envs, 8))
     return envpool.make(
         task_id,
         env_type="gymnasium",
         num_envs=num_envs,
         batch_size=num_envs,  # Synchronous: every step returns all environments.
-        num_threads=min(num_envs, 8),
+        num_threads=num_threads,
         seed=int(seed) % _SEED_MODULUS,
-        **dict(settings),
+        **settings,
     )
 
 

@@ -83,6 +83,10 @@ def task(level_name: str, config: EnvConfig, is_test: bool) -> tuple[str, dict[s
         "frame_skip": repeats,
         "img_height": FRAME_SIZE,
         "img_width": FRAME_SIZE,
+        # One EnvPool thread: each ViZDoom runs in a process of its own, so the thread mostly
+        # waits; with one thread per environment, starting 4-8 ViZDoom processes at once hung
+        # twice on a loaded 2-core machine (the last start never returned).
+        "num_threads": 1,
     }
     return task_id(level_name), settings, repeats
 
