@@ -160,8 +160,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     threshold = config["threshold"] if args.threshold is None else args.threshold
     window = args.window or config["window"]
     if args.from_logdir:
-        if not os.path.exists(rundir.RunDir(args.from_logdir).episodes):
-            print(f"error: no episodes.csv in {args.from_logdir}", file=sys.stderr)
+        episodes = rundir.RunDir(args.from_logdir).episodes
+        if not any(os.path.exists(p) for p in (episodes, episodes + ".gz")):  # .gz: an archive.
+            print(f"error: no episodes.csv(.gz) in {args.from_logdir}", file=sys.stderr)
             return 2
         print(format_summary(summarize(args.from_logdir, threshold, window)))
         return 0
