@@ -13,6 +13,7 @@ Environment modules import numpy only (never TensorFlow): they run in worker pro
 from __future__ import annotations
 
 import abc
+from typing import Any
 
 import numpy as np
 
@@ -110,3 +111,17 @@ class StepStream:
 
     def close(self) -> None:
         self.env.close()
+
+
+def checked_batch_actions(actions: Any, num_envs: int, num_actions: int) -> np.ndarray:
+    """A batch's actions `[num_envs]` as int32, or ValueError naming the first bad one."""
+    actions = np.asarray(actions)
+    if actions.shape != (num_envs,):
+        raise ValueError(f"expected actions of shape [{num_envs}], got {actions.shape}")
+    if not np.issubdtype(actions.dtype, np.integer):
+        raise ValueError(f"actions must be integers, got {actions.dtype}")
+    bad = (actions < 0) | (actions >= num_actions)
+    if bad.any():
+        slot = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"action {int(actions[slot])} outside [0, {num_actions}) in slot {slot}")
+    return actions.astype(np.int32)

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from impala_tf.base import structures
-from impala_tf.envs.base import Environment
+from impala_tf.envs.base import Environment, checked_batch_actions
 
 PACKAGE_PIN = "envpool==1.2.5"
 _SEED_MODULUS = 2**31
@@ -213,18 +213,7 @@ class EnvPoolBatch:
         )
 
     def _checked_actions(self, actions: Any) -> np.ndarray:
-        actions = np.asarray(actions)
-        if actions.shape != (self.num_envs,):
-            raise ValueError(f"expected actions of shape [{self.num_envs}], got {actions.shape}")
-        if not np.issubdtype(actions.dtype, np.integer):
-            raise ValueError(f"actions must be integers, got {actions.dtype}")
-        bad = (actions < 0) | (actions >= self.num_actions)
-        if bad.any():
-            slot = int(np.flatnonzero(bad)[0])
-            raise ValueError(
-                f"action {int(actions[slot])} outside [0, {self.num_actions}) in slot {slot}"
-            )
-        return actions.astype(np.int32)
+        return checked_batch_actions(actions, self.num_envs, self.num_actions)
 
     def _check_open(self) -> None:
         if self._closed:
