@@ -514,12 +514,6 @@ def test_a_finished_run_given_its_own_total_says_so_and_the_printed_line_trains_
     assert "total_environment_frames" not in resume.splitlines()[0]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an actor waiting for an unreachable learner is inside one long TensorFlow call; the "
-    "signal's exception raised there comes out of TensorFlow's C++ as a printed SystemError and the "
-    "actor waits on (issue 35 item 8, open)",
-)
 @pytest.mark.timeout(240)
 def test_an_actor_stopped_by_ctrl_c_says_so_in_one_line_without_a_traceback(tmp_path):
     """Ctrl-C reaches every process of the terminal's group: an actor (here waiting for its learner)

@@ -542,6 +542,10 @@ def run_actor(
     seeds = parts.actor_seeds(actor_index)
     agent, codec = parts.agent, parts.codec
     print(f"[actor {actor_index}] connecting to learner {learner_task} at {target}", flush=True)
+    # Wait in Python before building the clients' graphs: a Ctrl-C that lands inside a long
+    # TensorFlow call comes out of its C++ as a printed SystemError and is lost, while here it
+    # raises `supervision.Interrupted` and the actor ends with one line.
+    transport.wait_for_learner(target, connect_seconds)
     waits = transport.Waits(connect_seconds=connect_seconds, reconnect_seconds=connect_seconds)
     params = transport.ParameterClient(target, parts.parameter_specs(), learner_task, waits)
     trajectory_queue = transport.QueueClient(
