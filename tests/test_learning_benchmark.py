@@ -47,6 +47,23 @@ def test_summary_from_a_run_directory(tmp_path):
     assert learning.main(["--from_logdir", str(tmp_path / "none")]) == 2
 
 
+def test_milestones_are_the_first_frames_of_each_threshold(tmp_path, capsys):
+    episodes = rows([-21.0] * 100 + [21.0] * 100)
+    # k returns of 21 in the window: mean 21 (2k - 100) / 100; >= 0 first at k = 50, >= 18 at 93.
+    reached = learning.milestones(episodes, [-21.0, 0.0, 18.0, 21.0, 22.0], 100)
+    assert reached == {-21.0: 100_000, 0.0: 150_000, 18.0: 193_000, 21.0: 200_000, 22.0: None}
+    text = learning.format_milestones(reached)
+    assert text.splitlines()[:2] == ["first_reached_-21=100000", "first_reached_0=150000"]
+    assert text.splitlines()[-1] == "first_reached_22=never"
+    log = bookkeeping.EpisodeLog(str(tmp_path), num_action_repeats=4)
+    for row in episodes:
+        record = EpisodeRecord("atari/pong", row["episode_return"], 10, 0)
+        log.write(row["environment_frames"], [record])
+    log.close()
+    assert learning.main(["--from_logdir", str(tmp_path), "--milestones=0,18"]) == 0
+    assert capsys.readouterr().out.endswith("first_reached_0=150000\nfirst_reached_18=193000\n")
+
+
 @pytest.mark.timeout(300)
 def test_a_real_run_is_stopped_at_its_budget_and_summarised(tmp_path):
     logdir = tmp_path / "run"

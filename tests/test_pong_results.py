@@ -37,6 +37,13 @@ def test_the_quoted_learning_summary_is_what_the_benchmark_computes_from_the_com
     quoted = re.findall(r"`(\w+=[^`\s]+)`", _page())
     assert quoted, "the page quotes no key=value of the learning summary"
     printed = dict(line.split("=", 1) for line in summary.splitlines() if " " not in line)
+    prefix = "first_reached_"  # `--milestones`: each threshold the page quotes.
+    thresholds = [
+        float(item.split("=")[0][len(prefix) :]) for item in quoted if item.startswith(prefix)
+    ]
+    episodes = curves.load_episodes(RUN)
+    for line in learning.format_milestones(learning.milestones(episodes, thresholds, 100)).split():
+        printed.update([line.split("=", 1)])
     for item in quoted:
         key, value = item.split("=", 1)
         assert printed.get(key) == value, (item, printed)

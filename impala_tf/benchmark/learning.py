@@ -11,7 +11,8 @@ impala_tf.experiment` run, so the learning-rate schedule is the configuration's 
     final_mean_return=<mean of the last `window` returns>
 
     python -m impala_tf.benchmark.learning --config=pong --frames=40000000
-    python -m impala_tf.benchmark.learning --from_logdir=/path/to/run --threshold=18
+    python -m impala_tf.benchmark.learning --from_logdir=/path/to/run --threshold=18 \\
+        [--milestones=-20,0,18]   # also first_reached_<return>=<frames> for each
 
 Results of real runs, with their commands and machines, are in docs/results/.
 """
@@ -97,6 +98,22 @@ def summarize(logdir: str, threshold: float, window: int) -> dict[str, Any]:
     }
 
 
+def milestones(
+    episodes: Sequence[Mapping[str, Any]], thresholds: Sequence[float], window: int
+) -> dict[float, int | None]:
+    """Per threshold, the frame count at which the mean of the last `window` returns first reached
+    it (`frames_to_threshold`), or None."""
+    return {t: frames_to_threshold(episodes, t, window) for t in thresholds}
+
+
+def format_milestones(reached: Mapping[float, int | None]) -> str:
+    """One `first_reached_<threshold>=<frames or never>` line per threshold (`-20`, `18`, `0.5`)."""
+    return "\n".join(
+        f"first_reached_{threshold:g}={'never' if frames is None else frames}"
+        for threshold, frames in reached.items()
+    )
+
+
 def format_summary(summary: Mapping[str, Any]) -> str:
     reached = summary["frames_to_threshold"]
     return "\n".join(
@@ -154,6 +171,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--window", type=int, help="episodes in the moving mean")
     parser.add_argument("--logdir", default="", help="run directory (default: a new one in /tmp)")
     parser.add_argument("--from_logdir", default="", help="only summarise an existing run")
+    parser.add_argument(
+        "--milestones",
+        default="",
+        help="comma-separated returns: also print the frames at which the mean first reached each",
+    )
     parser.add_argument("extra", nargs="*", help="more training flags (after --)")
     args = parser.parse_args(argv)
     config = CONFIGS[args.config]
@@ -165,6 +187,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"error: no episodes.csv(.gz) in {args.from_logdir}", file=sys.stderr)
             return 2
         print(format_summary(summarize(args.from_logdir, threshold, window)))
+        if args.milestones:
+            thresholds = [float(t) for t in args.milestones.split(",")]
+            rows = bookkeeping.read_episodes(episodes)
+            print(format_milestones(milestones(rows, thresholds, window)))
         return 0
     frames = args.frames or config["frames"]
     logdir = args.logdir or f"/tmp/impala_learning_{args.config}_{int(time.time())}"
