@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from absl import app, flags
 
-from impala_tf.base import configs, hints, presets, quiet
+from impala_tf.base import configs, hints, kernels, presets, quiet
 from impala_tf.run import rundir, supervision
 
 if TYPE_CHECKING:
@@ -200,6 +200,7 @@ def main(argv: list[str]) -> int:
         return supervision.EXIT_OK
     if not resolved.config.runtime.show_tensorflow_logs:
         quiet.filter_stderr()  # Before TensorFlow is imported.
+    kernels.prefer_onednn()  # Before TensorFlow is imported; the run's processes inherit it.
     if FLAGS.mode == "describe":
         print(describe(resolved))
         return supervision.EXIT_OK

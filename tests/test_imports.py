@@ -25,7 +25,7 @@ Floors (`FLOORS`, bottom up; a folder imports only folders on its own floor or b
     4  impala_tf.run                              one run's processes: builders, runtime, wire, files
     3  impala_tf.agent                            networks, actor, learner, replay, frame stacks
     2  impala_tf.maths, impala_tf.envs            V-trace, corrections, losses; the environments
-    1  impala_tf.base                             configs, structures, scores, hints, quiet
+    1  impala_tf.base                             configs, structures, scores, hints, quiet, kernels
     0  dmlab30, impala_tf.paper, impala_tf.testing   data (standard library only); test doubles
 
 `dmlab30` is a leaf: none of its files imports anything of `impala_tf`, not even under

@@ -8,6 +8,7 @@
   (section 5.3, Table 3, Table 4).
 - `hints`: one-line answers to a wrong interpreter or path, and how commands are shown.
 - `quiet`: drops TensorFlow's harmless CPU-only start-up noise.
+- `kernels`: TensorFlow's oneDNN CPU kernels on unless the environment chose (measured faster).
 - `processes`: stopping child processes (SIGTERM, a grace period, SIGKILL), once for every floor.
 
 Floor 1 of `tests/test_imports.py`: these import only the data of floor 0 (`dmlab30`,
