@@ -28,14 +28,13 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
 from impala_tf.base import structures
 from impala_tf.base.configs import EnvConfig
 from impala_tf.envs import atari, suites
-from impala_tf.envs.base import checked_batch_actions
+from impala_tf.envs.base import NativeBatch
 from impala_tf.paper import atari57
 
 __all__ = ["AtariVectorBatch"]
@@ -139,7 +138,7 @@ class _Game:
         return [int(a.value) for a in self.env.ale.get_action_set()]
 
 
-class AtariVectorBatch:
+class AtariVectorBatch(NativeBatch):
     """The E Atari environments of one actor on ale-py's native vector environment (training).
 
     Not thread-safe: one actor thread drives it.
@@ -183,16 +182,13 @@ class AtariVectorBatch:
                 f"(got {config.num_action_repeats}); use atari_backend='python'"
             )
         games = [atari.game_of(name) for name in level_names]  # Clear errors for unknown games.
-        self.num_envs = len(games)
+        self._start_slots(len(games))
         self.num_action_repeats = int(config.num_action_repeats)
         self.observation_spec = structures.observation_specs(
             (atari.FRAME_HEIGHT, atari.FRAME_WIDTH, atari.FRAME_STACK)
         )
-        self.restarts = 0
-        self.restarts_per_slot = [0] * self.num_envs
         self._seeds = np.asarray([int(s) % _SEED_MODULUS for s in seeds], np.int64)
         self._seeded = False
-        self._closed = False
         self._groups: list[_Game] = []
         try:
             for game, slots in group_slots(games).items():
@@ -209,10 +205,8 @@ class AtariVectorBatch:
             )
         self.num_actions = self._groups[0].num_actions
         num, frame = self.num_envs, self.observation_spec.frame.shape
-        self._stack = np.zeros((num,) + frame, np.uint8)  # [E, 84, 84, 4]
+        self._frames = np.zeros((num,) + frame, np.uint8)  # [E, 84, 84, 4]
         self._lives = np.zeros([num], np.int32)
-        self._episode_return = np.zeros([num], np.float64)
-        self._episode_step = np.zeros([num], np.int64)
         self.game_frames = np.zeros([num], np.int64)
 
     def action_sets(self) -> list[list[int]]:
@@ -223,10 +217,9 @@ class AtariVectorBatch:
                 sets[slot] = group.action_set()
         return sets
 
-    def initial(self) -> structures.StepOutput:
-        """Starts a new game everywhere; the first `StepOutput` `[E]` (all `done=True`)."""
-        self._check_open()
-        newest = np.empty((self.num_envs,) + self._stack.shape[1:3], np.uint8)
+    def _reset(self) -> None:
+        """Starts a new game in every slot (seeded on the first call)."""
+        newest = np.empty((self.num_envs,) + self._frames.shape[1:3], np.uint8)
         for group in self._groups:
             seed = self._seeds[group.slots] if not self._seeded else None
             observation, info = group.env.reset(seed=seed)
@@ -234,34 +227,13 @@ class AtariVectorBatch:
             self._lives[group.slots] = info["lives"]
             self.game_frames[group.slots] = info["episode_frame_number"]
         self._seeded = True
-        self._episode_return[:] = 0.0
-        self._episode_step[:] = 0
-        push_frames(self._stack, newest, np.ones([self.num_envs], bool))
-        num = self.num_envs
-        return structures.StepOutput(
-            reward=np.zeros([num], np.float32),
-            info=structures.StepOutputInfo(
-                np.zeros([num], np.float32),
-                np.zeros([num], np.int32),
-                np.zeros([num], bool),
-                np.zeros([num], bool),
-            ),
-            done=np.ones([num], bool),
-            observation=self._observation(),
-        )
+        push_frames(self._frames, newest, np.ones([self.num_envs], bool))
 
-    def step(self, actions: Any) -> structures.StepOutput:
-        """Applies `actions` (ints `[E]`) and returns the `StepOutput` `[E]` (see the module doc).
-
-        Raises:
-          ValueError: a wrong shape or an action outside `[0, num_actions)`.
-        """
-        self._check_open()
-        actions = self._checked_actions(actions)
+    def _step(self, actions: np.ndarray) -> structures.StepOutput:
         for group in self._groups:  # Every game's pool starts before any result is awaited.
             group.env.send(actions[group.slots])
         num = self.num_envs
-        newest = np.empty((num,) + self._stack.shape[1:3], np.uint8)
+        newest = np.empty((num,) + self._frames.shape[1:3], np.uint8)
         reward = np.empty([num], np.float32)
         game_over = np.empty([num], bool)
         lives = np.empty([num], np.int32)
@@ -276,44 +248,15 @@ class AtariVectorBatch:
         life_lost = ~game_over & (lives < self._lives)
         self._lives = lives
         done = game_over | life_lost
-        push_frames(self._stack, newest, done)
-        self._episode_return += reward
-        self._episode_step += 1
-        info = structures.StepOutputInfo(
-            self._episode_return.astype(np.float32),
-            self._episode_step.astype(np.int32),
-            game_over,
-            np.zeros_like(game_over),  # Atari's frame cap ends games as the paper does: terminal.
-        )
-        self._episode_return[game_over] = 0.0
-        self._episode_step[game_over] = 0
-        return structures.StepOutput(
-            reward=reward, info=info, done=done, observation=self._observation()
-        )
+        push_frames(self._frames, newest, done)
+        # Atari's frame cap ends games as the paper does: terminal, never truncated.
+        return self._step_outputs(reward, done, game_over, np.zeros_like(game_over))
 
     def close(self) -> None:
         """Stops every game's thread pool. Idempotent."""
         self._closed = True
         for group in self._groups:
             group.env.close()
-
-    def __enter__(self) -> AtariVectorBatch:
-        return self
-
-    def __exit__(self, *exc_info: Any) -> None:
-        self.close()
-
-    def _observation(self) -> structures.Observation:
-        return structures.Observation(
-            frame=self._stack.copy(), instruction=np.full([self.num_envs], b"", dtype=object)
-        )
-
-    def _checked_actions(self, actions: Any) -> np.ndarray:
-        return checked_batch_actions(actions, self.num_envs, self.num_actions)
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise RuntimeError("AtariVectorBatch is closed")
 
 
 # Atari-57's record lives here, above both its modules: the Python pipeline (`atari`, one worker

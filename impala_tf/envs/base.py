@@ -5,7 +5,8 @@ environment whose `step` already applies the action repeat (DMLab's `num_steps=4
 skip) and sums the rewards. `StepStream` adds what the release's `FlowEnvironment` and
 `PyProcessDmLab` (`environments.py`) did: the first output has `done=True`, episodes reset
 automatically inside `step` so the returned observation is the first one of the next episode, and
-episode statistics (raw return, agent steps) ride along.
+episode statistics (raw return, agent steps) ride along. `NativeBatch` is the same stream for the
+E environments of an actor (paper section 3) stepped together by a vector engine in its process.
 
 Environment modules import numpy only (never TensorFlow): they run in worker processes.
 """
@@ -13,7 +14,7 @@ Environment modules import numpy only (never TensorFlow): they run in worker pro
 from __future__ import annotations
 
 import abc
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 
@@ -111,6 +112,105 @@ class StepStream:
 
     def close(self) -> None:
         self.env.close()
+
+
+class NativeBatch(abc.ABC):
+    """What the batches stepped inside the actor process share (ale-py's `AtariVectorBatch`,
+    EnvPool's `EnvPoolBatch`): `BatchedEnvironment`'s interface around a vector engine, episode
+    statistics per slot as `StepStream` keeps them for one environment, and a guard after `close()`.
+
+    A subclass calls `_start_slots(E)` first in its `__init__`, keeps its frames `[E, ...]` uint8 in
+    `_frames`, and implements `_reset()`, `_step(actions)` (ending with `_step_outputs(...)`) and
+    `close()` (setting `_closed`).
+    """
+
+    num_envs: int
+    num_actions: int
+    _frames: np.ndarray
+
+    def _start_slots(self, num_envs: int) -> None:
+        self.num_envs = num_envs
+        self.restarts = 0  # Nothing runs out of process to restart: kept for the interface.
+        self.restarts_per_slot = [0] * num_envs
+        self._closed = False
+        self._episode_return = np.zeros([num_envs], np.float64)
+        self._episode_step = np.zeros([num_envs], np.int64)
+
+    def initial(self) -> structures.StepOutput:
+        """Starts every slot's episode; the first `StepOutput` `[E]` (all `done=True`, reward 0,
+        zero info)."""
+        self._check_open()
+        self._reset()
+        self._episode_return[:] = 0.0
+        self._episode_step[:] = 0
+        num = self.num_envs
+        return structures.StepOutput(
+            reward=np.zeros([num], np.float32),
+            info=structures.StepOutputInfo(
+                np.zeros([num], np.float32),
+                np.zeros([num], np.int32),
+                np.zeros([num], bool),
+                np.zeros([num], bool),
+            ),
+            done=np.ones([num], bool),
+            observation=self._observation(),
+        )
+
+    def step(self, actions: Any) -> structures.StepOutput:
+        """Applies `actions` (ints `[E]`) and returns the `StepOutput` `[E]` (see the subclass's
+        module docstring).
+
+        Raises:
+          ValueError: a wrong shape or an action outside `[0, num_actions)`.
+        """
+        self._check_open()
+        return self._step(checked_batch_actions(actions, self.num_envs, self.num_actions))
+
+    @abc.abstractmethod
+    def _reset(self) -> None:
+        """Resets every slot and writes its first observation into `_frames`."""
+
+    @abc.abstractmethod
+    def _step(self, actions: np.ndarray) -> structures.StepOutput:
+        """Steps the engine with checked int32 `actions` `[E]`."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Stops the engine. Idempotent."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def _step_outputs(
+        self, reward: np.ndarray, done: np.ndarray, game_over: np.ndarray, truncated: np.ndarray
+    ) -> structures.StepOutput:
+        """A step's `StepOutput` `[E]`: the statistics of each slot's game so far in `info`, then
+        restarted from zero where the game is over (`StepStream.step`'s rule, per slot)."""
+        self._episode_return += reward
+        self._episode_step += 1
+        info = structures.StepOutputInfo(
+            self._episode_return.astype(np.float32),
+            self._episode_step.astype(np.int32),
+            game_over.copy(),
+            truncated,
+        )
+        self._episode_return[game_over] = 0.0
+        self._episode_step[game_over] = 0
+        return structures.StepOutput(
+            reward=reward, info=info, done=done, observation=self._observation()
+        )
+
+    def _observation(self) -> structures.Observation:
+        return structures.Observation(
+            frame=self._frames.copy(), instruction=np.full([self.num_envs], b"", dtype=object)
+        )
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError(f"{type(self).__name__} is closed")
 
 
 def checked_batch_actions(actions: Any, num_envs: int, num_actions: int) -> np.ndarray:

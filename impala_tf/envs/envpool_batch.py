@@ -31,14 +31,17 @@ from typing import Any
 
 import numpy as np
 
-from impala_tf.base import structures
-from impala_tf.envs.base import Environment, checked_batch_actions
+from impala_tf.base import hints, structures
+from impala_tf.envs import suites
+from impala_tf.envs.base import Environment, NativeBatch
 
 PACKAGE_PIN = "envpool==1.2.5"
 _SEED_MODULUS = 2**31
 
 # `(task_id, num_envs, seed) -> EnvPool keyword arguments` beyond these: a suite's settings.
 Settings = Mapping[str, Any]
+# A suite's `task(level, config, is_test) -> (EnvPool task id, settings, frames per step)`.
+Task = Callable[[str, Any, bool], tuple[str, Settings, int]]
 
 
 def check_available(suite: str, libraries: Sequence[tuple[str, str]] = ()) -> None:
@@ -93,7 +96,7 @@ def frame_spec(pool: Any) -> structures.ArraySpec:
     return structures.ArraySpec((height, width, channels), np.uint8, "frame")
 
 
-class EnvPoolBatch:
+class EnvPoolBatch(NativeBatch):
     """The E environments of one actor in one EnvPool (training). Not thread-safe.
 
     Args:
@@ -118,48 +121,21 @@ class EnvPoolBatch:
     ):
         if num_envs < 1:
             raise ValueError("EnvPoolBatch needs at least one environment")
+        self._start_slots(num_envs)
         self._pool = make_pool(task_id, num_envs, seed, settings)
-        self.num_envs = num_envs
         self.num_actions = int(self._pool.action_space.n)
         self.num_action_repeats = int(num_action_repeats)
         self.observation_spec = structures.Observation(
             frame=frame_spec(self._pool), instruction=structures.ArraySpec((), np.object_, "instr")
         )
-        self.restarts = 0
-        self.restarts_per_slot = [0] * num_envs
-        self._closed = False
-        self._episode_return = np.zeros([num_envs], np.float64)
-        self._episode_step = np.zeros([num_envs], np.int64)
         self._frames = np.zeros((num_envs,) + self.observation_spec.frame.shape, np.uint8)
 
-    def initial(self) -> structures.StepOutput:
-        """Resets every environment; the first `StepOutput` `[E]` (all `done=True`)."""
-        self._check_open()
+    def _reset(self) -> None:
+        """Resets every environment and stores its first frames."""
         observation, info = self._pool.reset()
         self._frames[info["env_id"]] = channels_last(observation)
-        self._episode_return[:] = 0.0
-        self._episode_step[:] = 0
-        num = self.num_envs
-        return structures.StepOutput(
-            reward=np.zeros([num], np.float32),
-            info=structures.StepOutputInfo(
-                np.zeros([num], np.float32),
-                np.zeros([num], np.int32),
-                np.zeros([num], bool),
-                np.zeros([num], bool),
-            ),
-            done=np.ones([num], bool),
-            observation=self._observation(),
-        )
 
-    def step(self, actions: Any) -> structures.StepOutput:
-        """Applies `actions` (ints `[E]`); see the module docstring for what comes back.
-
-        Raises:
-          ValueError: a wrong shape or an action outside `[0, num_actions)`.
-        """
-        self._check_open()
-        actions = self._checked_actions(actions)
+    def _step(self, actions: np.ndarray) -> structures.StepOutput:
         observation, rewards, terminated, truncated, info = self._pool.step(actions)
         slots = np.asarray(info["env_id"])
         reward = np.empty([self.num_envs], np.float32)
@@ -171,19 +147,7 @@ class EnvPoolBatch:
         self._frames[slots] = channels_last(observation)
         if ended.any():
             self._start_next_episodes(np.flatnonzero(ended))
-        self._episode_return += reward
-        self._episode_step += 1
-        info = structures.StepOutputInfo(
-            self._episode_return.astype(np.float32),
-            self._episode_step.astype(np.int32),
-            ended.copy(),
-            cut,
-        )
-        self._episode_return[ended] = 0.0
-        self._episode_step[ended] = 0
-        return structures.StepOutput(
-            reward=reward, info=info, done=ended, observation=self._observation()
-        )
+        return self._step_outputs(reward, ended, ended, cut)  # Every end is a game over.
 
     def _start_next_episodes(self, slots: np.ndarray) -> None:
         """Takes EnvPool's reset step for `slots` now (its action is ignored, its reward is 0)."""
@@ -200,24 +164,6 @@ class EnvPoolBatch:
             if callable(close):
                 close()
             self._pool = None
-
-    def __enter__(self) -> EnvPoolBatch:
-        return self
-
-    def __exit__(self, *exc_info: Any) -> None:
-        self.close()
-
-    def _observation(self) -> structures.Observation:
-        return structures.Observation(
-            frame=self._frames.copy(), instruction=np.full([self.num_envs], b"", dtype=object)
-        )
-
-    def _checked_actions(self, actions: Any) -> np.ndarray:
-        return checked_batch_actions(actions, self.num_envs, self.num_actions)
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise RuntimeError("EnvPoolBatch is closed")
 
 
 class EnvPoolEnvironment(Environment):
@@ -260,9 +206,7 @@ class EnvPoolEnvironment(Environment):
         self._batch.close()
 
 
-def batch_factory(
-    task: Callable[[str, Any, bool], tuple[str, Settings, int]],
-) -> Callable[[Sequence[str], Any, Sequence[int]], EnvPoolBatch]:
+def batch_factory(task: Task) -> Callable[[Sequence[str], Any, Sequence[int]], EnvPoolBatch]:
     """A `Suite.batched` from `task(level, config, is_test) -> (task_id, settings, repeats)`.
 
     One EnvPool per actor: every slot must play the same level (one task id).
@@ -277,3 +221,62 @@ def batch_factory(
         return EnvPoolBatch(task_id, len(level_names), int(seeds[0]), settings, repeats)
 
     return batched
+
+
+def unknown_level(
+    title: str, level_name: str, name: str, prefix: str, choices: Sequence[str], form: str
+) -> ValueError:
+    """The one-line error for a level `name` (`level_name` without `prefix`) not in `choices`:
+    `unknown <title> level '...' (did you mean <prefix><close name>?); <form>: <choices>`."""
+    close = hints.close_matches(name, choices, n=3, cutoff=0.6)
+    meant = f" (did you mean {' or '.join(prefix + c for c in close)}?)" if close else ""
+    return ValueError(f"unknown {title} level {level_name!r}{meant}; {form}: {', '.join(choices)}")
+
+
+def suite(
+    name: str,
+    task: Task,
+    check_level: Callable[[str], object],
+    libraries: Sequence[tuple[str, str]] = (),
+    **facts: Any,
+) -> suites.Suite:
+    """The `Suite` record of a suite played on EnvPool (`procgen`, `vizdoom`).
+
+    What these suites share: levels `<name>/...`, each a level of its own; one environment
+    (`EnvPoolEnvironment`) or an actor's E (one `EnvPoolBatch`, always) from `task`; pixel
+    observations; the preset named like the suite; ready when EnvPool and `libraries` are here.
+
+    Args:
+      name: the suite's name, its levels' prefix without the `/` and its preset's name.
+      task: `(level, config, is_test) -> (EnvPool task id, settings, frames per step)`.
+      check_level: raises ValueError (one line, close names) for an unknown level.
+      libraries: shared libraries EnvPool's engine loads (`check_available`).
+      **facts: the record's other fields (`describe`, `environment_spec`, `names`, ...).
+    """
+    prefix = name + "/"
+
+    def suite_levels(level_name: str, is_test: bool = False) -> list[str]:
+        del is_test
+        check_level(level_name)
+        return [level_name]
+
+    def create(level_name: str, config: Any, seed: int, is_test: bool = False) -> Environment:
+        task_id, settings, repeats = task(level_name, config, is_test)
+        return EnvPoolEnvironment(task_id, seed, settings, repeats)
+
+    def ready(config: Any, meant: str) -> None:
+        del config, meant
+        check_available(name, libraries)
+
+    return suites.Suite(
+        name=name,
+        owns=lambda level_name: level_name.startswith(prefix),
+        suite_levels=suite_levels,
+        create=create,
+        preset=lambda level_name: name,
+        batched=batch_factory(task),
+        uses_batched=lambda config: True,
+        check_available=ready,
+        network_inputs=lambda config: "pixels",
+        **facts,
+    )

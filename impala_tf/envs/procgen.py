@@ -20,10 +20,9 @@ import dataclasses
 import functools
 from typing import Any
 
-from impala_tf.base import hints, structures
+from impala_tf.base import structures
 from impala_tf.base.configs import EnvConfig
-from impala_tf.envs import envpool_batch, suites
-from impala_tf.envs.base import Environment
+from impala_tf.envs import envpool_batch
 
 PREFIX = "procgen/"
 HARD = "-hard"
@@ -48,43 +47,26 @@ GAMES = (
     "starpilot",
 )
 # The Procgen paper's normalisation constants (appendix, "Normalization Constants"): game ->
-# (R_min, R_max) per distribution.
-EASY_RANGES = {
-    "coinrun": (5.0, 10.0),
-    "starpilot": (2.5, 64.0),
-    "caveflyer": (3.5, 12.0),
-    "dodgeball": (1.5, 19.0),
-    "fruitbot": (-1.5, 32.4),
-    "chaser": (0.5, 13.0),
-    "miner": (1.5, 13.0),
-    "jumper": (3.0, 10.0),
-    "leaper": (3.0, 10.0),
-    "maze": (5.0, 10.0),
-    "bigfish": (1.0, 40.0),
-    "heist": (3.5, 10.0),
-    "climber": (2.0, 12.6),
-    "plunder": (4.5, 30.0),
-    "ninja": (3.5, 10.0),
-    "bossfight": (0.5, 13.0),
+# ((R_min, R_max) of the easy distribution, (R_min, R_max) of the hard one).
+RANGES = {
+    "coinrun": ((5.0, 10.0), (5.0, 10.0)),
+    "starpilot": ((2.5, 64.0), (1.5, 35.0)),
+    "caveflyer": ((3.5, 12.0), (2.0, 13.4)),
+    "dodgeball": ((1.5, 19.0), (1.5, 19.0)),
+    "fruitbot": ((-1.5, 32.4), (-0.5, 27.2)),
+    "chaser": ((0.5, 13.0), (0.5, 14.2)),
+    "miner": ((1.5, 13.0), (1.5, 20.0)),
+    "jumper": ((3.0, 10.0), (1.0, 10.0)),
+    "leaper": ((3.0, 10.0), (1.5, 10.0)),
+    "maze": ((5.0, 10.0), (4.0, 10.0)),
+    "bigfish": ((1.0, 40.0), (0.0, 40.0)),
+    "heist": ((3.5, 10.0), (2.0, 10.0)),
+    "climber": ((2.0, 12.6), (1.0, 12.6)),
+    "plunder": ((4.5, 30.0), (3.0, 30.0)),
+    "ninja": ((3.5, 10.0), (2.0, 10.0)),
+    "bossfight": ((0.5, 13.0), (0.5, 13.0)),
 }
-HARD_RANGES = {
-    "coinrun": (5.0, 10.0),
-    "starpilot": (1.5, 35.0),
-    "caveflyer": (2.0, 13.4),
-    "dodgeball": (1.5, 19.0),
-    "fruitbot": (-0.5, 27.2),
-    "chaser": (0.5, 14.2),
-    "miner": (1.5, 20.0),
-    "jumper": (1.0, 10.0),
-    "leaper": (1.5, 10.0),
-    "maze": (4.0, 10.0),
-    "bigfish": (0.0, 40.0),
-    "heist": (2.0, 10.0),
-    "climber": (1.0, 12.6),
-    "plunder": (3.0, 30.0),
-    "ninja": (2.0, 10.0),
-    "bossfight": (0.5, 13.0),
-}
+DISTRIBUTIONS = ("easy", "hard")  # The columns of `RANGES`.
 _LIBRARIES = (("Qt5Gui", "libqt5gui5"),)  # EnvPool's Procgen renders with Qt.
 
 
@@ -97,11 +79,8 @@ def parse(level_name: str) -> tuple[str, str]:
     name = level_name.removeprefix(PREFIX) if level_name.startswith(PREFIX) else ""
     game, distribution = (name[: -len(HARD)], "hard") if name.endswith(HARD) else (name, "easy")
     if game not in GAMES:
-        close = hints.close_matches(game, GAMES, n=3, cutoff=0.6)
-        meant = f" (did you mean {' or '.join(PREFIX + c for c in close)}?)" if close else ""
-        raise ValueError(
-            f"unknown Procgen level {level_name!r}{meant}; procgen/<game>[-hard], games: "
-            f"{', '.join(GAMES)}"
+        raise envpool_batch.unknown_level(
+            "Procgen", level_name, game, PREFIX, GAMES, "procgen/<game>[-hard], games"
         )
     return game, distribution
 
@@ -118,24 +97,11 @@ def task(level_name: str, config: EnvConfig, is_test: bool) -> tuple[str, dict[s
     return task_id, settings, 1
 
 
-def suite_levels(level_name: str, is_test: bool = False) -> list[str]:
-    """`[level_name]` after validating it (one game is one level)."""
-    del is_test
-    parse(level_name)
-    return [level_name]
-
-
 def environment_spec(level_name: str, config: EnvConfig) -> tuple[structures.Observation, int]:
     """`[64, 64, 3]` uint8 RGB frames and 15 actions, without building an environment."""
     del config
     parse(level_name)
     return structures.observation_specs((FRAME_SIZE, FRAME_SIZE, 3)), NUM_ACTIONS
-
-
-def create(level_name: str, config: EnvConfig, seed: int, is_test: bool = False) -> Environment:
-    """One Procgen environment (training levels, or the whole distribution when `is_test`)."""
-    task_id, settings, repeats = task(level_name, config, is_test)
-    return envpool_batch.EnvPoolEnvironment(task_id, seed, settings, repeats)
 
 
 def reference_scores(level_name: str) -> tuple[float, float] | None:
@@ -144,12 +110,7 @@ def reference_scores(level_name: str) -> tuple[float, float] | None:
         game, distribution = parse(level_name)
     except ValueError:
         return None
-    return (EASY_RANGES if distribution == "easy" else HARD_RANGES)[game]
-
-
-def _check_available(config: EnvConfig, meant: str) -> None:
-    del config, meant
-    envpool_batch.check_available("procgen", _LIBRARIES)
+    return RANGES[game][DISTRIBUTIONS.index(distribution)]
 
 
 def _complete(config: EnvConfig) -> EnvConfig:
@@ -161,19 +122,14 @@ def _names() -> list[str]:
     return [PREFIX + game for game in GAMES]
 
 
-SUITE = suites.Suite(
-    name="procgen",
+SUITE = envpool_batch.suite(
+    "procgen",
+    task,
+    parse,
+    _LIBRARIES,
     describe="procgen/<game> (easy), procgen/<game>-hard (the 16 Procgen games; EnvPool)",
-    owns=lambda name: name.startswith(PREFIX),
-    suite_levels=suite_levels,
     environment_spec=environment_spec,
-    create=create,
-    preset=lambda name: "procgen",
-    batched=envpool_batch.batch_factory(task),
-    uses_batched=lambda config: True,
-    check_available=_check_available,
     complete=_complete,
-    network_inputs=lambda config: "pixels",
     environment_bytes=60 * 2**20,
     batched_environment_bytes=2 * 2**20,
     names=_names,

@@ -20,10 +20,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from impala_tf.base import hints, structures
+from impala_tf.base import structures
 from impala_tf.base.configs import EnvConfig
-from impala_tf.envs import envpool_batch, suites
-from impala_tf.envs.base import Environment
+from impala_tf.envs import envpool_batch
 
 PREFIX = "vizdoom/"
 FRAME_SIZE = 84
@@ -58,11 +57,8 @@ def scenario(level_name: str) -> str:
     """
     name = level_name.removeprefix(PREFIX) if level_name.startswith(PREFIX) else ""
     if name not in SCENARIOS:
-        close = hints.close_matches(name, SCENARIOS, n=3, cutoff=0.6)
-        meant = f" (did you mean {' or '.join(PREFIX + c for c in close)}?)" if close else ""
-        raise ValueError(
-            f"unknown VizDoom level {level_name!r}{meant}; vizdoom/<scenario>, scenarios: "
-            f"{', '.join(SCENARIOS)}"
+        raise envpool_batch.unknown_level(
+            "VizDoom", level_name, name, PREFIX, SCENARIOS, "vizdoom/<scenario>, scenarios"
         )
     return name
 
@@ -91,13 +87,6 @@ def task(level_name: str, config: EnvConfig, is_test: bool) -> tuple[str, dict[s
     return task_id(level_name), settings, repeats
 
 
-def suite_levels(level_name: str, is_test: bool = False) -> list[str]:
-    """`[level_name]` after validating it (one scenario is one level)."""
-    del is_test
-    scenario(level_name)
-    return [level_name]
-
-
 def environment_spec(level_name: str, config: EnvConfig) -> tuple[structures.Observation, int]:
     """`[84, 84, 3]` uint8 RGB frames and the scenario's action count (without building it)."""
     del config
@@ -106,34 +95,17 @@ def environment_spec(level_name: str, config: EnvConfig) -> tuple[structures.Obs
     ]
 
 
-def create(level_name: str, config: EnvConfig, seed: int, is_test: bool = False) -> Environment:
-    """One VizDoom environment."""
-    identifier, settings, repeats = task(level_name, config, is_test)
-    return envpool_batch.EnvPoolEnvironment(identifier, seed, settings, repeats)
-
-
-def _check_available(config: EnvConfig, meant: str) -> None:
-    del config, meant
-    envpool_batch.check_available("vizdoom")
-
-
 def _check_config(config: EnvConfig) -> None:
     scenario(config.level_name)
 
 
-SUITE = suites.Suite(
-    name="vizdoom",
+SUITE = envpool_batch.suite(
+    "vizdoom",
+    task,
+    scenario,
     describe="vizdoom/<scenario> (vizdoom/health_gathering, vizdoom/defend_the_center; EnvPool)",
-    owns=lambda name: name.startswith(PREFIX),
-    suite_levels=suite_levels,
     environment_spec=environment_spec,
-    create=create,
-    preset=lambda name: "vizdoom",
-    batched=envpool_batch.batch_factory(task),
-    uses_batched=lambda config: True,
-    check_available=_check_available,
     check_config=_check_config,
-    network_inputs=lambda config: "pixels",
     environment_bytes=120 * 2**20,
     batched_environment_bytes=40 * 2**20,
     names=lambda: [PREFIX + name for name in SCENARIOS],
