@@ -3,7 +3,8 @@ process helpers.
 
 The environments subclass `impala_tf.envs.base.Environment` (the interface of the release's
 `environments.PyProcessDmLab`) and are built in child processes by `impala_tf.envs.workers`, so they
-live in an importable module, not in a test file. The process helpers (start a command in a session
+live in an importable module, not in a test file. The EnvPool suites' tests share how they play a
+batch, describe, refuse and train a level. The process helpers (start a command in a session
 of its own, wait, check that nothing is left behind, SIGKILL a tree) are the one copy every test file
 that starts processes uses; the library's own stopping is `impala_tf.run.supervision`.
 """
@@ -265,6 +266,61 @@ def run_module(module: str, *args: str, timeout: float = 170) -> subprocess.Comp
     TensorFlow's C++ logs quiet) and returns it finished, its output captured as text."""
     env = {**os.environ, "PYTHONPATH": REPO, "TF_CPP_MIN_LOG_LEVEL": "2"}
     return run_python(["-m", module, *args], REPO, env, timeout)
+
+
+# --- Levels played on EnvPool (tests/test_procgen.py, tests/test_vizdoom.py). ---------------------
+
+
+def play_batch_randomly(level: str, config, seeds: list[int], steps: int):
+    """The actor's batch of `level` (`builders.batched_environment`, one slot per seed) played for
+    `steps` steps of seeded random actions, then closed: `(the batch, its first output, the outputs
+    of the steps)`."""
+    from impala_tf.run import builders
+
+    batch = builders.batched_environment([level] * len(seeds), config, seeds)
+    try:
+        first = batch.initial()
+        rng = np.random.default_rng(0)
+        outputs = [batch.step(rng.integers(0, batch.num_actions, len(seeds))) for _ in range(steps)]
+    finally:
+        batch.close()
+    return batch, first, outputs
+
+
+def describe_level(level: str) -> str:
+    """The output of `--mode=describe` for `level`, asserting that it succeeded."""
+    result = run_module(
+        "impala_tf.experiment", "--mode=describe", f"--level_name={level}", timeout=170
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result.stdout
+
+
+def refusal_line(level: str) -> str:
+    """The one `error:` line of a run of `level` that exits with status 2 (asserted)."""
+    result = run_module("impala_tf.experiment", f"--level_name={level}", timeout=120)
+    assert result.returncode == 2
+    lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1, result.stderr[-1000:]
+    return lines[0]
+
+
+def train_briefly(level: str, logdir, envs: int, frames: int) -> None:
+    """Trains on `level` for `frames` frames (one actor of `envs` environments, batches of `envs`
+    unrolls of 10 steps) into `logdir`, asserting that it ends with `done: <frames> frames`."""
+    train = run_module(
+        "impala_tf.experiment",
+        f"--level_name={level}",
+        "--num_actors=1",
+        f"--envs_per_actor={envs}",
+        f"--batch_size={envs}",
+        "--unroll_length=10",
+        f"--total_environment_frames={frames}",
+        f"--logdir={logdir}",
+        timeout=300,
+    )
+    assert train.returncode == 0, train.stderr[-2000:]
+    assert f"done: {frames} frames" in train.stdout + train.stderr
 
 
 # --- Processes. --------------------------------------------------------------------------------------

@@ -8,7 +8,13 @@ import os
 
 import numpy as np
 import pytest
-from env_fixtures import run_module
+from env_fixtures import (
+    describe_level,
+    play_batch_randomly,
+    refusal_line,
+    run_module,
+    train_briefly,
+)
 
 from impala_tf import envs
 from impala_tf.base import presets
@@ -64,45 +70,28 @@ def test_the_preset_is_the_impala_cnn_on_64x64_rgb_one_frame_per_step():
 
 def test_batched_steps_in_the_actor_process():
     _needs_envpool()
-    from impala_tf.run import builders
-
     config = EnvConfig(level_name=LEVEL, num_action_repeats=1, procgen_num_levels=10)
-    batch = builders.batched_environment([LEVEL] * 3, config, [1, 2, 3])
-    try:
-        assert isinstance(batch, envpool_batch.EnvPoolBatch) and batch.num_actions == 15
-        first = batch.initial()
-        assert first.observation.frame.shape == (3, 64, 64, 3)
-        assert first.observation.frame.dtype == np.uint8 and first.done.all()
-        rng = np.random.default_rng(0)
-        ended = 0
-        for _ in range(300):
-            output = batch.step(rng.integers(0, 15, 3))
-            assert output.reward.dtype == np.float32 and output.done.shape == (3,)
-            assert output.info.episode_step.dtype == np.int32
-            ended += int(output.done.sum())
-            assert (output.info.episode_step[output.done] > 0).all()
-        assert ended > 0 and output.observation.frame.any()
-    finally:
-        batch.close()
+    batch, first, outputs = play_batch_randomly(LEVEL, config, [1, 2, 3], 300)
+    assert isinstance(batch, envpool_batch.EnvPoolBatch) and batch.num_actions == 15
+    assert first.observation.frame.shape == (3, 64, 64, 3)
+    assert first.observation.frame.dtype == np.uint8 and first.done.all()
+    ended = 0
+    for output in outputs:
+        assert output.reward.dtype == np.float32 and output.done.shape == (3,)
+        assert output.info.episode_step.dtype == np.int32
+        ended += int(output.done.sum())
+        assert (output.info.episode_step[output.done] > 0).all()
+    assert ended > 0 and outputs[-1].observation.frame.any()
 
 
 def test_describe_shows_the_preset_and_settings():
-    result = run_module(
-        "impala_tf.experiment", "--mode=describe", f"--level_name={LEVEL}", timeout=170
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert "Preset: procgen (chosen from the level)" in result.stdout
-    assert (
-        "env.procgen_num_levels" in result.stdout
-        and "agent/resnet_torso/section_2_conv" in result.stdout
-    )
+    stdout = describe_level(LEVEL)
+    assert "Preset: procgen (chosen from the level)" in stdout
+    assert "env.procgen_num_levels" in stdout and "agent/resnet_torso/section_2_conv" in stdout
 
 
 def test_an_unknown_game_is_refused_with_one_line():
-    result = run_module("impala_tf.experiment", "--level_name=procgen/nosuchgame", timeout=120)
-    assert result.returncode == 2
-    lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
-    assert len(lines) == 1 and "unknown Procgen level" in lines[0], result.stderr[-1000:]
+    assert "unknown Procgen level" in refusal_line("procgen/nosuchgame")
 
 
 def test_a_missing_envpool_is_refused_before_any_process_starts(tmp_path):
@@ -119,19 +108,7 @@ def test_a_missing_envpool_is_refused_before_any_process_starts(tmp_path):
 def test_trains_a_few_updates_then_evaluates_with_a_video(tmp_path):
     _needs_envpool()
     logdir = tmp_path / "run"
-    train = run_module(
-        "impala_tf.experiment",
-        f"--level_name={LEVEL}",
-        "--num_actors=1",
-        "--envs_per_actor=4",
-        "--batch_size=4",
-        "--unroll_length=10",
-        "--total_environment_frames=120",
-        f"--logdir={logdir}",
-        timeout=300,
-    )
-    assert train.returncode == 0, train.stderr[-2000:]
-    assert "done: 120 frames" in train.stdout + train.stderr
+    train_briefly(LEVEL, logdir, envs=4, frames=120)
     test = run_module(
         "impala_tf.experiment",
         "--mode=test",

@@ -6,7 +6,7 @@ import importlib.util
 
 import numpy as np
 import pytest
-from env_fixtures import run_module
+from env_fixtures import describe_level, play_batch_randomly, refusal_line, train_briefly
 
 from impala_tf import envs
 from impala_tf.base import presets
@@ -57,51 +57,24 @@ def test_action_counts_match_envpool():
 
 def test_batched_steps_in_the_actor_process():
     _needs_envpool()
-    from impala_tf.run import builders
-
     config = EnvConfig(level_name=LEVEL, num_action_repeats=4)
-    batch = builders.batched_environment([LEVEL] * 2, config, [1, 2])
-    try:
-        assert isinstance(batch, envpool_batch.EnvPoolBatch) and batch.num_actions == 6
-        first = batch.initial()
-        assert first.observation.frame.shape == (2, 84, 84, 3) and first.done.all()
-        rng = np.random.default_rng(0)
-        ended = 0
-        for _ in range(150):  # Random play dies within about 100 steps of 4 frames.
-            output = batch.step(rng.integers(0, 6, 2))
-            assert output.observation.frame.dtype == np.uint8
-            ended += int(output.done.sum())
-        assert ended > 0
-    finally:
-        batch.close()
+    # Random play dies within about 100 steps of 4 frames.
+    batch, first, outputs = play_batch_randomly(LEVEL, config, [1, 2], 150)
+    assert isinstance(batch, envpool_batch.EnvPoolBatch) and batch.num_actions == 6
+    assert first.observation.frame.shape == (2, 84, 84, 3) and first.done.all()
+    ended = 0
+    for output in outputs:
+        assert output.observation.frame.dtype == np.uint8
+        ended += int(output.done.sum())
+    assert ended > 0
 
 
 def test_describe_shows_the_preset_and_an_unknown_scenario_is_refused():
-    result = run_module(
-        "impala_tf.experiment", "--mode=describe", f"--level_name={LEVEL}", timeout=170
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert "Preset: vizdoom (chosen from the level)" in result.stdout
-    bad = run_module("impala_tf.experiment", "--level_name=vizdoom/nosuch", timeout=120)
-    assert bad.returncode == 2
-    lines = [line for line in bad.stderr.splitlines() if line.startswith("error:")]
-    assert len(lines) == 1 and "unknown VizDoom level" in lines[0], bad.stderr[-1000:]
+    assert "Preset: vizdoom (chosen from the level)" in describe_level(LEVEL)
+    assert "unknown VizDoom level" in refusal_line("vizdoom/nosuch")
 
 
 @pytest.mark.timeout(400)
 def test_trains_a_few_updates(tmp_path):
     _needs_envpool()
-    logdir = tmp_path / "run"
-    train = run_module(
-        "impala_tf.experiment",
-        f"--level_name={LEVEL}",
-        "--num_actors=1",
-        "--envs_per_actor=2",
-        "--batch_size=2",
-        "--unroll_length=10",
-        "--total_environment_frames=240",
-        f"--logdir={logdir}",
-        timeout=300,
-    )
-    assert train.returncode == 0, train.stderr[-2000:]
-    assert "done: 240 frames" in train.stdout + train.stderr
+    train_briefly(LEVEL, tmp_path / "run", envs=2, frames=240)
