@@ -120,6 +120,7 @@ def test_an_unroll_equals_its_steps_and_two_half_unrolls(name):
 def test_the_state_spec_is_known_without_building_the_core(name):
     """`spec_for` (the memory estimate's, TensorFlow-free: `core_specs.STATE_SPECS`) is the built
     core's `state_spec`."""
+    assert cores.CORES[name].registered_as == name
     assert cores.CORES[name].spec_for(SMALL) == make(name).state_spec()
     assert core_specs.STATE_SPECS[name](SMALL) == make(name).state_spec()
     specs = tree.flatten(make(name).state_spec())

@@ -58,11 +58,14 @@ class Core(snt.Module, abc.ABC):
     def state_spec(self) -> Any:
         """The state's nest of float32 `structures.ArraySpec`, without the batch dimension."""
 
+    # The core's name in `CORES` and `core_specs.STATE_SPECS`.
+    registered_as: str
+
     @classmethod
-    @abc.abstractmethod
     def spec_for(cls, gtrxl_sizes: GTrXLSizes) -> Any:
         """`state_spec()` of the core `make_core` builds, without building it: its entry in
         `core_specs.STATE_SPECS` (TensorFlow-free, the memory estimate's)."""
+        return core_specs.STATE_SPECS[cls.registered_as](gtrxl_sizes)
 
     @abc.abstractmethod
     def unroll(self, inputs: tf.Tensor, done: tf.Tensor, state: Any) -> tuple[tf.Tensor, Any]:
@@ -150,15 +153,13 @@ class LSTMCore(BlockLSTM, Core):
     agent's checkpoints keep their object paths (`agent/_core/kernel`).
     """
 
+    registered_as = "lstm"
+
     def __init__(self, hidden_size: int = CORE_HIDDEN_SIZE, name: str | None = "lstm"):
         super().__init__(hidden_size, name=name)
 
     def state_spec(self) -> LSTMState:
         return core_specs.lstm_spec(self.hidden_size)
-
-    @classmethod
-    def spec_for(cls, gtrxl_sizes: GTrXLSizes) -> LSTMState:
-        return core_specs.STATE_SPECS["lstm"](gtrxl_sizes)
 
     def unroll(
         self, inputs: tf.Tensor, done: tf.Tensor, state: LSTMState
@@ -185,6 +186,8 @@ class LSTMCore(BlockLSTM, Core):
 class FeedForwardCore(Core):
     """`none`: no memory; the heads read the core input (the paper's Atari agents)."""
 
+    registered_as = "none"
+
     def __init__(self, name: str | None = "feed_forward"):
         super().__init__(name=name)
 
@@ -197,10 +200,6 @@ class FeedForwardCore(Core):
 
     def state_spec(self) -> tuple:
         return ()
-
-    @classmethod
-    def spec_for(cls, gtrxl_sizes: GTrXLSizes) -> tuple:
-        return core_specs.STATE_SPECS["none"](gtrxl_sizes)
 
     def unroll(self, inputs: tf.Tensor, done: tf.Tensor, state: Any) -> tuple[tf.Tensor, tuple]:
         del done, state
@@ -302,6 +301,8 @@ class GTrXLCore(Core):
     two views agree. The memory enters without gradient, as Transformer-XL's StopGrad(M).
     """
 
+    registered_as = "gtrxl"
+
     def __init__(self, sizes: GTrXLSizes | None = None, name: str | None = "gtrxl"):
         super().__init__(name=name)
         sizes = sizes or GTrXLSizes()
@@ -328,10 +329,6 @@ class GTrXLCore(Core):
 
     def state_spec(self) -> GTrXLState:
         return self.spec_for(self.sizes)
-
-    @classmethod
-    def spec_for(cls, gtrxl_sizes: GTrXLSizes) -> GTrXLState:
-        return core_specs.STATE_SPECS["gtrxl"](gtrxl_sizes)
 
     def unroll(
         self, inputs: tf.Tensor, done: tf.Tensor, state: GTrXLState
