@@ -353,10 +353,9 @@ def check_memory(config: configs.Config, local: bool) -> None:
     state_bytes = core_specs.config_state_bytes(config.agent)
     available = psutil.virtual_memory().total
     if needed > available:
-        gib = 2**30
         raise MemoryError(
-            f"this run needs at least {needed / gib:,.1f} GiB (learner {estimate['learner'] / gib:,.1f}"
-            f" GiB for --batch_size={config.learner.batch_size} x --unroll_length="
+            f"this run needs at least {hints.gib(needed)} (learner {hints.gib(estimate['learner'])}"
+            f" for --batch_size={config.learner.batch_size} x --unroll_length="
             f"{config.learner.unroll_length}"
             + (
                 f" and --replay_capacity={config.learner.replay_capacity} trajectories"
@@ -371,11 +370,11 @@ def check_memory(config: configs.Config, local: bool) -> None:
             )
             + (
                 f"; {config.runtime.num_actors} actors x {config.runtime.envs_per_actor} "
-                f"environments {estimate['actors'] / gib:,.1f} GiB"
+                f"environments {hints.gib(estimate['actors'])}"
                 if local
                 else ""
             )
-            + f") but this machine has {available / gib:,.1f} GiB"
+            + f") but this machine has {hints.gib(available)}"
         )
 
 

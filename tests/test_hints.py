@@ -22,6 +22,11 @@ def test_did_you_mean_is_case_insensitive_and_empty_when_nothing_is_close():
     assert hints.did_you_mean("zzz", ["pong"]) == ""
 
 
+def test_memory_sizes_are_shown_in_gib_with_one_decimal():
+    assert hints.gib(3 * 2**30) == "3.0 GiB"
+    assert hints.gib(1234.56 * 2**30) == "1,234.6 GiB"
+
+
 def test_paths_are_shown_relative_to_where_the_user_is(tmp_path, monkeypatch):
     monkeypatch.setenv(hints.CALLER_DIR_ENV, str(tmp_path))
     assert hints.display_path(str(tmp_path / "runs" / "x")) == os.path.join("runs", "x")

@@ -55,6 +55,11 @@ def did_you_mean(name: str, candidates: Iterable[str], n: int = 3) -> str:
     return f"; did you mean {' or '.join(found)}?" if found else ""
 
 
+def gib(num_bytes: float) -> str:
+    """A memory size for a message, in GiB with one decimal: `1,234.5 GiB`."""
+    return f"{num_bytes / 2**30:,.1f} GiB"
+
+
 def _caller_dir() -> str:
     return os.environ.get(CALLER_DIR_ENV) or os.getcwd()
 

@@ -40,7 +40,7 @@ from typing import Any, TextIO
 import numpy as np
 import psutil
 
-from impala_tf.base import configs
+from impala_tf.base import configs, hints
 from impala_tf.run import rundir, supervision
 from impala_tf.studies.table2_study import (
     DEFAULT_SEED,
@@ -516,11 +516,10 @@ def check_runs(runs: Sequence[Run], parallel: int = 1, memory_bytes: int | None 
     if memory_bytes is None:
         memory_bytes = psutil.virtual_memory().total
     if together > memory_bytes:
-        gib = 2**30
         raise ValueError(
-            f"--parallel={parallel} runs at once need at least {together / gib:,.1f} GiB (each "
-            f"as its own run checks, up to {largest[0] / gib:,.1f} GiB) but this machine has "
-            f"{memory_bytes / gib:,.1f} GiB: lower --parallel"
+            f"--parallel={parallel} runs at once need at least {hints.gib(together)} (each as its "
+            f"own run checks, up to {hints.gib(largest[0])}) but this machine has "
+            f"{hints.gib(memory_bytes)}: lower --parallel"
         )
 
 
