@@ -16,8 +16,20 @@ applies its run's `--malloc_keep_mb` (`impala_tf.run.allocator`; the runtime's d
 
 from __future__ import annotations
 
+import importlib
 import os
 from typing import Any
+
+# Role -> (module of `impala_tf.benchmark`, its entry point `(spec) -> exit code`). Each child imports
+# only its role's module, by name (tests/test_benchmark_child.py checks every entry resolves).
+ROLES = {
+    "producer": ("stages", "producer_main"),
+    "actor": ("end_to_end", "actor_main"),
+    "end_to_end": ("end_to_end", "learner_main"),
+    "matmul_peak": ("peak", "matmul_main"),
+    "stage_costs": ("bound", "stage_costs_main"),
+    "stage_breakdown": ("breakdown", "main"),
+}
 
 
 def main(spec: dict[str, Any]) -> int:
@@ -32,28 +44,7 @@ def main(spec: dict[str, Any]) -> int:
 
     allocator.keep_freed_memory(runs.malloc_keep_mb(spec))  # The run's setting, as its processes.
     role = spec["role"]
-    if role == "producer":
-        from impala_tf.benchmark import stages
-
-        return stages.producer_main(spec)
-    if role == "actor":
-        from impala_tf.benchmark import end_to_end
-
-        return end_to_end.actor_main(spec)
-    if role == "end_to_end":
-        from impala_tf.benchmark import end_to_end
-
-        return end_to_end.learner_main(spec)
-    if role == "matmul_peak":
-        from impala_tf.benchmark import peak
-
-        return peak.matmul_main(spec)
-    if role == "stage_costs":
-        from impala_tf.benchmark import bound
-
-        return bound.stage_costs_main(spec)
-    if role == "stage_breakdown":
-        from impala_tf.benchmark import breakdown
-
-        return breakdown.main(spec)
-    raise ValueError(f"unknown child role {role!r}")
+    if role not in ROLES:
+        raise ValueError(f"unknown child role {role!r}")
+    module, entry_point = ROLES[role]
+    return getattr(importlib.import_module(f"impala_tf.benchmark.{module}"), entry_point)(spec)
