@@ -156,4 +156,9 @@ def test_bad_gym_input_exits_2_with_one_line_before_any_process(tmp_path, level,
 
 def test_gym_settings_are_flags():
     keys = {s.key for s in configs.settings()}
-    assert {"env.gym_observation_key", "env.gym_frame_size", "env.gym_frame_stack"} <= keys
+    assert {
+        "env.gym_observation_key",
+        "env.gym_instruction_key",
+        "env.gym_frame_size",
+        "env.gym_frame_stack",
+    } <= keys

@@ -96,6 +96,11 @@ class EnvConfig:
     gym_observation_key: str = setting(
         "", "gym/ levels with a Dict observation: the entry the agent sees (impala_tf.envs.gym)."
     )
+    gym_instruction_key: str = setting(
+        "",
+        "gym/ levels with a Dict observation: a text entry (MiniGrid's mission) that becomes the "
+        "instruction the agent's language encoder reads, as DMLab's (paper section 5.1, Figure 3).",
+    )
     gym_frame_size: int = setting(
         0,
         "gym/ levels with image observations: resize frames to NxN (0 keeps their size).",

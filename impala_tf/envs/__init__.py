@@ -126,7 +126,7 @@ def complete_config(config: configs.Config) -> configs.Config:
       agent step), else unchanged;
     - `agent.num_actions`: the level's (or suite's) action count;
     - `agent.use_instruction`: the suite's (True for DeepMind Lab: the DMLab-30 language encoder,
-      paper section 5 and Figure 3).
+      paper section 5 and Figure 3; for a `gym/` level with `gym_instruction_key`).
 
     Raises:
       ValueError: an unknown level, game or toy task (with suggestions), an environment that cannot
@@ -139,7 +139,7 @@ def complete_config(config: configs.Config) -> configs.Config:
     suite.check_config(env)
     _, num_actions = environment_spec(env.level_name, env)
     agent = dataclasses.replace(
-        config.agent, num_actions=num_actions, use_instruction=suite.use_instruction
+        config.agent, num_actions=num_actions, use_instruction=suite.use_instruction(env)
     )
     return configs.validate(dataclasses.replace(config, env=env, agent=agent))
 

@@ -331,7 +331,7 @@ SUITE = suites.Suite(
     create=create,
     preset=lambda name: name if name == SUITE_NAME else "dmlab",
     check_available=_check_available,
-    use_instruction=True,
+    use_instruction=lambda config: True,
     environment_bytes=250 * 2**20,
     # Random and human episode returns of a DMLab-30 test level (paper Table C.2's columns).
     reference_scores=suites.score_columns(

@@ -9,7 +9,7 @@ MinAtar registers its games), by its namespace, then in the installed package na
 word (`MiniGrid-DoorKey-5x5-v0` -> `minigrid`).
 
 Observations, by the observation space (`EnvConfig.gym_observation_key` names the entry of a `Dict`
-space to use):
+space to use as the frame):
 - `Box` uint8 `[H, W, C]` with H and W >= `MIN_PIXELS` (pixels): resized by area averaging to
   `gym_frame_size` (0 keeps the size) and the last `gym_frame_stack` frames stacked along channels;
   the agent's usual torsos (which divide by 255);
@@ -19,6 +19,13 @@ space to use):
 - `Box` `[D]` or `Discrete(n)` (one-hot): float32 vectors, for the `vector` (MLP) torso.
 Anything else (another space, a continuous or multi-discrete action space) is refused with one line
 that says what the environment has and what is supported.
+
+Instructions: `EnvConfig.gym_instruction_key` names a text entry of the `Dict` space (`Text`, or a
+string space such as MiniGrid's `mission`: "go to the red door"); it becomes
+`Observation.instruction` as UTF-8 bytes, as DeepMind Lab's `INSTR` does, and the suite then asks
+for the agent's instruction encoder (`Suite.use_instruction`: word embedding and LSTM over the
+instruction, paper section 5.1 and Figure 3), the path DMLab's language levels take. Without the
+key the instruction is `b""` and the agent has no encoder.
 
 Episodes: `done` is Gymnasium's `terminated or truncated`. A truncation (a time limit) is not a
 terminal state: `truncated()` tells `StepStream`, which marks the step in `StepOutputInfo.truncated`
@@ -123,6 +130,7 @@ class _Mapping:
 
     kind: str  # PIXELS, GRID or VECTOR.
     key: str  # The Dict entry used ("" for a plain space).
+    instruction: str  # The Dict's text entry given as the instruction ("" for none).
     source_shape: tuple[int, ...]
     one_hot: int  # n for a Discrete(n) observation, else 0.
 
@@ -142,8 +150,38 @@ def _space_text(space: Any) -> str:
     return str(space).replace("\n", " ")
 
 
-def _observation_mapping(identifier: str, space: Any, key: str) -> _Mapping:
+def _is_text(space: Any) -> bool:
+    """`Text`, or any space of strings (MiniGrid's `MissionSpace` has dtype `str`)."""
+    dtype = getattr(space, "dtype", None)
+    return isinstance(space, _gymnasium().spaces.Text) or (
+        dtype is not None and np.dtype(dtype).kind in "US"
+    )
+
+
+def _check_instruction_key(identifier: str, space: Any, key: str) -> None:
+    if not key:
+        return
+    if not isinstance(space, _gymnasium().spaces.Dict):
+        raise UnsupportedEnvironmentError(
+            f"--gym_instruction_key={key} needs a Dict observation; gym/{identifier} has "
+            f"{_space_text(space)}"
+        )
+    if key not in space.spaces:
+        raise UnsupportedEnvironmentError(
+            f"--gym_instruction_key={key}: gym/{identifier} has a Dict observation with keys "
+            f"{sorted(space.spaces)}; name its text entry"
+        )
+    if not _is_text(space.spaces[key]):
+        raise UnsupportedEnvironmentError(
+            f"--gym_instruction_key={key} names {_space_text(space.spaces[key])} in "
+            f"gym/{identifier}; the instruction must be a text entry (Text, or a string space such "
+            "as MiniGrid's mission)"
+        )
+
+
+def _observation_mapping(identifier: str, space: Any, key: str, instruction: str = "") -> _Mapping:
     spaces = _gymnasium().spaces
+    _check_instruction_key(identifier, space, instruction)
     if isinstance(space, spaces.Dict):
         if key not in space.spaces:
             raise UnsupportedEnvironmentError(
@@ -157,16 +195,16 @@ def _observation_mapping(identifier: str, space: Any, key: str) -> _Mapping:
             f"{_space_text(space)}"
         )
     if isinstance(space, spaces.Discrete):
-        return _Mapping(VECTOR, key, (), int(space.n))
+        return _Mapping(VECTOR, key, instruction, (), int(space.n))
     if isinstance(space, spaces.Box):
         shape = tuple(space.shape)
         dtype = np.dtype(space.dtype)
         if len(shape) == 1:
-            return _Mapping(VECTOR, key, shape, 0)
+            return _Mapping(VECTOR, key, instruction, shape, 0)
         integral = dtype == np.bool_ or np.issubdtype(dtype, np.integer)
         if len(shape) == 3 and integral:
             pixels = dtype == np.uint8 and min(shape[:2]) >= MIN_PIXELS
-            return _Mapping(PIXELS if pixels else GRID, key, shape, 0)
+            return _Mapping(PIXELS if pixels else GRID, key, instruction, shape, 0)
     raise UnsupportedEnvironmentError(
         f"gym/{identifier} has observations {_space_text(space)}; supported: Box uint8 [H, W, C] "
         "images, Box bool/int [H, W, C] grids, Box [D] vectors, Discrete(n) (give a Dict's entry "
@@ -196,11 +234,11 @@ def _make(identifier: str) -> Any:
 
 
 @functools.cache
-def _facts(identifier: str, key: str) -> tuple[_Mapping, int]:
+def _facts(identifier: str, key: str, instruction: str) -> tuple[_Mapping, int]:
     env = _make(identifier)
     try:
         return (
-            _observation_mapping(identifier, env.observation_space, key),
+            _observation_mapping(identifier, env.observation_space, key, instruction),
             _action_count(identifier, env.action_space),
         )
     finally:
@@ -221,7 +259,7 @@ def _check_frame_settings(mapping: _Mapping, config: EnvConfig) -> None:
 
 def mapping(level_name: str, config: EnvConfig) -> _Mapping:
     """How `level_name`'s observations become frames (builds the environment once per process)."""
-    found, _ = _facts(env_id(level_name), config.gym_observation_key)
+    found, _ = _facts(env_id(level_name), config.gym_observation_key, config.gym_instruction_key)
     _check_frame_settings(found, config)
     return found
 
@@ -234,14 +272,16 @@ def suite_levels(level_name: str, is_test: bool = False) -> list[str]:
 
 
 def environment_spec(level_name: str, config: EnvConfig) -> tuple[structures.Observation, int]:
-    """Observation spec (the frame as mapped, see the module docstring; no instruction) and the
-    action count, from the environment's spaces.
+    """Observation spec (the frame as mapped and the instruction string, see the module docstring)
+    and the action count, from the environment's spaces.
 
     Raises:
       UnsupportedEnvironmentError: unknown id, unsupported spaces or settings (one line).
     """
     found = mapping(level_name, config)
-    _, num_actions = _facts(env_id(level_name), config.gym_observation_key)
+    _, num_actions = _facts(
+        env_id(level_name), config.gym_observation_key, config.gym_instruction_key
+    )
     spec = structures.Observation(
         frame=found.frame_spec(config), instruction=structures.ArraySpec((), np.object_, "instr")
     )
@@ -289,6 +329,12 @@ class GymEnvironment(Environment):
             )
         return image
 
+    def _instruction(self, raw: Any) -> bytes:
+        if not self._mapping.instruction:
+            return b""
+        text = raw[self._mapping.instruction]
+        return bytes(text) if isinstance(text, bytes) else str(text).encode("utf-8")
+
     def _observation(self, raw: Any, first: bool) -> structures.Observation:
         frame = self._frame(raw)
         if self._stack is not None:
@@ -298,7 +344,7 @@ class GymEnvironment(Environment):
             else:
                 self._stack = np.concatenate([self._stack[..., channels:], frame], axis=-1)
             frame = self._stack.copy()
-        return structures.Observation(frame=frame, instruction=b"")
+        return structures.Observation(frame=frame, instruction=self._instruction(raw))
 
     def reset(self) -> structures.Observation:
         seed = None if self._seeded else self._seed
@@ -347,5 +393,6 @@ SUITE = suites.Suite(
     preset=lambda name: "gym",
     check_config=_check_config,
     network_inputs=network_inputs,
+    use_instruction=lambda config: bool(config.gym_instruction_key),
     environment_bytes=60 * 2**20,
 )

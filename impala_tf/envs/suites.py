@@ -77,7 +77,10 @@ class Suite:
       complete: `config -> config`, settings the suite fixes (`num_action_repeats=1` for the toy
         tasks: one frame per step).
       network_inputs: `config -> one of NETWORK_INPUTS`.
-      use_instruction: observations carry a language instruction (DMLab's, section 5 and Fig. 3).
+      use_instruction: `config -> bool`, whether observations carry a language instruction for the
+        agent's instruction encoder (DMLab's, section 5.1 and Figure 3; a Gymnasium level's text
+        entry named by `gym_instruction_key`). Every suite's observation spec has the instruction
+        string leaf and the wire carries it; this decides whether the agent reads it.
       sent_stack_depth: K when actors may send each stacked frame once (`--send_frames_once`,
         Atari's 4-frame stacks, `impala_tf.agent.frame_stacks`), else 0.
       replayed_videos: evaluation videos replay the recorded actions in a fresh environment for
@@ -103,7 +106,7 @@ class Suite:
     check_available: Callable[[EnvConfig, str], None] = _nothing
     complete: Callable[[EnvConfig], EnvConfig] = lambda config: config
     network_inputs: Callable[[EnvConfig], str] = lambda config: "pixels"
-    use_instruction: bool = False
+    use_instruction: Callable[[EnvConfig], bool] = lambda config: False
     sent_stack_depth: int = 0
     replayed_videos: bool = False
     environment_bytes: int = 60 * 2**20
