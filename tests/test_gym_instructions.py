@@ -117,7 +117,6 @@ def test_the_worker_wire_carries_the_mission():
     assert set(sent) == set(m.encode() for m in MISSIONS)  # Both missions among the six seeds.
 
 
-@pytest.mark.timeout(170)
 def test_a_few_updates_train_the_instruction_encoder():
     config = _config()
     tf.random.set_seed(0)
