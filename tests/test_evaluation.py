@@ -325,6 +325,46 @@ def test_summary_lines_of_hand_made_dmlab30_and_atari57_returns():
     ]
 
 
+def test_procgen_levels_get_the_procgen_papers_normalised_score_and_its_mean():
+    # Cobbe et al. 2020, "Leveraging Procedural Generation to Benchmark Reinforcement Learning",
+    # appendix "Normalization Constants": bigfish R_min 1, R_max 40 (easy); 0, 40 (hard).
+    # Easy, mean return 14.65: (14.65 - 1) / (40 - 1) = 0.35; hard, mean 20: (20 - 0) / 40 = 0.5.
+    results = {
+        "levels": {
+            "procgen/bigfish": {"returns": [10.0, 19.3], "episode_frames": [5, 5]},
+            "procgen/bigfish-hard": {"returns": [20.0], "episode_frames": [5]},
+            "toy/catch": {"returns": [1.0], "episode_frames": [9]},
+        }
+    }
+    for entry in results["levels"].values():
+        entry["mean_return"] = sum(entry["returns"]) / len(entry["returns"])
+    evaluation.add_normalized_scores(results)
+    easy, hard, toy = results["levels"].values()
+    assert easy["normalized_score"] == pytest.approx(0.35)
+    assert easy["normalized_score_name"] == "Procgen normalised score (easy)"
+    assert hard["normalized_score"] == pytest.approx(0.5)
+    assert "normalized_score" not in toy  # A suite without its own score.
+    assert results["summary"]["normalized_scores"] == [
+        {"name": "Procgen normalised score (easy)", "mean": pytest.approx(0.35), "num_levels": 1},
+        {"name": "Procgen normalised score (hard)", "mean": pytest.approx(0.5), "num_levels": 1},
+    ]
+    table = evaluation.format_table(results).splitlines()
+    assert table[0].split()[-1] == "normalised"
+    assert table[2].split()[-1] == "0.350" and table[4].split()[-1] == "n/a"
+    assert table[-2:] == [
+        "Procgen normalised score (easy), mean over 1 level: 0.350",
+        "Procgen normalised score (hard), mean over 1 level: 0.500",
+    ]
+    # Two easy games: the mean of their scores. coinrun: R_min 5, R_max 10 (the same appendix);
+    # return 7.5 -> 0.5, so the mean is (0.35 + 0.5) / 2 = 0.425.
+    two = {"levels": {"procgen/bigfish": dict(easy), "procgen/coinrun": dict(toy)}}
+    two["levels"]["procgen/coinrun"].update(returns=[7.5], mean_return=7.5)
+    evaluation.add_normalized_scores(two)
+    assert evaluation.summary_lines(two["summary"]) == [
+        "Procgen normalised score (easy), mean over 2 levels: 0.425"
+    ]
+
+
 def test_test_mode_checks_its_output_path_before_evaluating(tmp_path, monkeypatch):
     config = _toy_config("toy/catch")
     _save_run(str(tmp_path), config)

@@ -229,6 +229,15 @@ def normalized_score(
     return value if per_level_cap is None else min(value, per_level_cap)
 
 
+def range_normalized_score(score: float, low: float, high: float) -> float:
+    """`(score - low) / (high - low)`, a fraction (not percent): 0 at `low`, 1 at `high`.
+
+    The Procgen paper's normalised return (Cobbe et al. 2020, appendix "Normalization Constants":
+    `low` = R_min, `high` = R_max of the game and distribution); a suite's `reference_scores`.
+    """
+    return (float(score) - low) / (high - low)
+
+
 def dmlab30_normalized_score(
     level: str, mean_return: float, per_level_cap: float | None = None
 ) -> float:

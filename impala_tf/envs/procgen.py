@@ -11,7 +11,8 @@ skip (one frame per agent step: `num_action_repeats` is fixed to 1), no frame st
 2.1) from `--procgen_start_level`; evaluation (`--mode=test`) plays the unrestricted distribution
 (`num_levels=0`), the paper's test levels. Reference scores: the paper's normalisation constants
 R_min and R_max (its appendix, easy and hard columns), stored as the (random, human) pair that
-`impala_tf.base.scores` normalises with: `(R - R_min) / (R_max - R_min)`.
+`impala_tf.base.scores` normalises with: `(R - R_min) / (R_max - R_min)`, which evaluation reports
+per level and as a mean over the levels tested (`score_name`).
 """
 
 from __future__ import annotations
@@ -113,6 +114,12 @@ def reference_scores(level_name: str) -> tuple[float, float] | None:
     return RANGES[game][DISTRIBUTIONS.index(distribution)]
 
 
+def score_name(level_name: str) -> str:
+    """The name evaluation gives the level's normalised score: the distribution says whose
+    constants (`Procgen normalised score (easy)`)."""
+    return f"Procgen normalised score ({parse(level_name)[1]})"
+
+
 def _complete(config: EnvConfig) -> EnvConfig:
     return dataclasses.replace(config, num_action_repeats=1)
 
@@ -134,4 +141,5 @@ SUITE = envpool_batch.suite(
     batched_environment_bytes=2 * 2**20,
     names=_names,
     reference_scores=reference_scores,
+    score_name=score_name,
 )

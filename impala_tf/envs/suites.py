@@ -91,6 +91,11 @@ class Suite:
       names: the level and suite names to suggest for a misspelt or bare name (finite suites).
       reference_scores: `level -> (random, human)` episode returns, or None where the suite has
         none (`impala_tf.base.scores`).
+      score_name: `level -> name` of the score that `reference_scores`'s `(low, high)` give,
+        `(R - low) / (high - low)`, where it is the suite's own rather than the IMPALA paper's
+        human-normalised score (which `impala_tf.base.scores` computes for DMLab-30 and Atari-57):
+        Procgen's normalised score (Cobbe et al. 2020) with its easy or hard R_min and R_max.
+        Evaluation reports it per level and its mean over the levels tested; None: not reported.
     """
 
     name: str
@@ -113,6 +118,7 @@ class Suite:
     batched_environment_bytes: int = 2 * 2**20
     names: Callable[[], list[str]] = list
     reference_scores: Callable[[str], tuple[float, float] | None] | None = None
+    score_name: Callable[[str], str] | None = None
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier():

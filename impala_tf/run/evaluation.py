@@ -5,7 +5,8 @@ evaluation protocols: environments in test mode (DMLab's hold-out levels and mix
 no-op starts), the 30 DMLab-30 test levels for `--level_name=dmlab30` and the 57 games for
 `atari57`, actions sampled from the policy (or `greedy`), and the DMLab-30 mean capped
 human-normalised score (paper appendix B, Table 3) or the Atari-57 median and mean (paper Table 4)
-computed by `impala_tf.base.scores.summarize`.
+computed by `impala_tf.base.scores.summarize`. Suites with a score of their own (`Suite.score_name`:
+Procgen's normalised score, Cobbe et al. 2020) get it per level and its mean over the levels tested.
 
 Levels are evaluated in turn; each runs up to `num_envs` environments in worker processes, and
 episodes are assigned to environment slots in advance so that short episodes are not favoured.
@@ -145,8 +146,36 @@ def _incompatible(config: configs.Config, path: str, error: BaseException) -> Va
 # --- Scores. -----------------------------------------------------------------------------------------
 
 
+def suite_normalized_score(level: str, mean_return: float) -> tuple[str, float] | None:
+    """`(name, score)` of a level's own suite score (`Suite.score_name` from its
+    `reference_scores`, `scores.range_normalized_score`), or None where its suite has none."""
+    suite = envs.suite_of(level)
+    reference = suite.reference_scores(level) if suite.reference_scores else None
+    if suite.score_name is None or reference is None:
+        return None
+    low, high = reference
+    return suite.score_name(level), scores.range_normalized_score(mean_return, low, high)
+
+
+def add_normalized_scores(results: dict[str, Any]) -> None:
+    """Adds each level's own suite score (`suite_normalized_score`) to its entry of
+    `results["levels"]` as `normalized_score` and `normalized_score_name`, and their means by name
+    to `results["summary"]["normalized_scores"]`: `[{"name", "mean", "num_levels"}]`."""
+    by_name: dict[str, list[float]] = {}
+    for level, entry in results["levels"].items():
+        found = suite_normalized_score(level, entry["mean_return"]) if entry["returns"] else None
+        if found is not None:
+            entry["normalized_score_name"], entry["normalized_score"] = found
+            by_name.setdefault(found[0], []).append(found[1])
+    results.setdefault("summary", {})["normalized_scores"] = [
+        {"name": name, "mean": math.fsum(values) / len(values), "num_levels": len(values)}
+        for name, values in by_name.items()
+    ]
+
+
 def summary_lines(summary: Mapping[str, Any]) -> list[str]:
-    """The closing lines of a test run: suite scores when the suite is complete."""
+    """The closing lines of a test run: suite scores when the suite is complete, and the mean of
+    each suite's own score over the levels tested (`add_normalized_scores`)."""
     lines = []
     if summary.get("dmlab30"):
         s = summary["dmlab30"]
@@ -170,12 +199,20 @@ def summary_lines(summary: Mapping[str, Any]) -> list[str]:
             "Atari-57 mean human-normalised score (video_pinball random = 0, the paper's "
             f"convention): {s['mean_human_normalized_score_paper_convention']:.2f}%"
         )
+    for score in summary.get("normalized_scores") or []:
+        lines.append(
+            f"{score['name']}, mean over {plural(score['num_levels'], 'level')}: "
+            f"{score['mean']:.3f}"
+        )
     return lines
 
 
 def format_table(results: Mapping[str, Any]) -> str:
-    """A per-level text table (episodes, mean and std of returns, mean frames, HNS) and summary."""
+    """A per-level text table (episodes, mean and std of returns, mean frames, HNS, and the suite's
+    own normalised score where a level has one) and summary."""
+    own = any("normalized_score" in entry for entry in results["levels"].values())
     rows = [("level", "episodes", "mean return", "std", "mean frames", "HNS %")]
+    rows[0] += ("normalised",) if own else ()
     for level, entry in results["levels"].items():
         returns = entry["returns"]
         std = statistics.pstdev(returns) if len(returns) > 1 else 0.0
@@ -191,6 +228,9 @@ def format_table(results: Mapping[str, Any]) -> str:
                 "n/a" if hns is None else f"{hns:.2f}",
             )
         )
+        if own:
+            score = entry.get("normalized_score")
+            rows[-1] += ("n/a" if score is None else f"{score:.3f}",)
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = []
     for k, row in enumerate(rows):
@@ -364,8 +404,10 @@ def evaluate(
 
     Returns:
       `{"levels": {level: {"returns", "episode_frames", "mean_return", "human_normalized_score",
-      "worker_restarts"}}, "summary": scores.summarize(...), "config": config dict,
-      "num_episodes_per_level": N, "policy": policy, "seed": seed}`.
+      "worker_restarts"} (and "normalized_score", "normalized_score_name" where the level's suite
+      has its own score)}, "summary": scores.summarize(...) with "normalized_scores"
+      (`add_normalized_scores`), "config": config dict, "num_episodes_per_level": N,
+      "policy": policy, "seed": seed}`.
 
     Raises:
       ValueError: bad arguments, or a level whose action count differs from the agent's.
@@ -441,6 +483,7 @@ def evaluate(
             f"({time.monotonic() - start:.1f} s)"
         )
     results["summary"] = scores.summarize({lv: e["returns"] for lv, e in results["levels"].items()})
+    add_normalized_scores(results)
     results["config"] = config.to_dict()
     results["num_episodes_per_level"] = num_episodes
     results["policy"] = policy
