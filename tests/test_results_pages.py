@@ -23,12 +23,7 @@ DATA_SUFFIXES = (".json", ".csv", ".csv.gz")
 
 # (page relative to the repository, section heading or None for the whole page) -> why it has no
 # data file.
-ALLOWED_WITHOUT_DATA = {
-    ("docs/results/pong.md", None): "data arrives with issue 34 item 1",
-    ("BENCHMARKS.md", "## Learning (frames to a return threshold)"): (
-        "data arrives with issue 34 item 1"
-    ),
-}
+ALLOWED_WITHOUT_DATA: dict[tuple[str, str | None], str] = {}
 
 _FIGURE = re.compile(r"(?<![\w.])(\d{1,3}(,\d{3})+|\d+\.\d+|\d+ ?%)(?!\.?\w)")
 _LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s#]+)(#[^)]*)?\)")
