@@ -49,8 +49,8 @@ class InferenceStep:
         self._agent = agent
         self._use_instruction = bool(getattr(agent, "use_instruction", False))
         self._state_structure = agent.initial_state(1)
-        self._network = tf.function(self._network_step, jit_compile=jit_compile)
-        self._step = tf.function(self._full_step)
+        self._network = tf.function(self._network_step, jit_compile=jit_compile, autograph=False)
+        self._step = tf.function(self._full_step, autograph=False)
         self._concrete: dict[tuple[int, ...], Any] = {}
 
     def initial_state(self, batch_size: int) -> Any:

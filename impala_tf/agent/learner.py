@@ -395,7 +395,9 @@ class Learner(tf.Module):
         self._strategy = strategy
         self._built = False
         self.jit_compile = jit_compile
-        self._xla_gradients = tf.function(self._tokenized_gradients, jit_compile=True)
+        self._xla_gradients = tf.function(
+            self._tokenized_gradients, jit_compile=True, autograph=False
+        )
 
     def build(self, batch: structures.Trajectory) -> None:
         """Creates the agent's and the optimiser's variables (eagerly, before the first step)."""
@@ -447,7 +449,7 @@ class Learner(tf.Module):
     ) -> tuple[list[tf.Tensor], dict[str, tf.Tensor]]:
         return self.compute_gradients(batch)
 
-    @tf.function
+    @tf.function(autograph=False)
     def train_step(
         self, batch: structures.Trajectory, num_fresh: int | None = None
     ) -> dict[str, tf.Tensor]:
@@ -526,7 +528,7 @@ class Learner(tf.Module):
         strategy = self._strategy
         variables = list(self.variables)
 
-        @tf.function
+        @tf.function(autograph=False)
         def broadcast():
             def replica_fn():
                 context = tf.distribute.get_replica_context()
