@@ -278,6 +278,7 @@ def test(config: configs.Config) -> int:
         )
         return supervision.EXIT_BAD_INPUT
 
+    kernels.import_tensorflow()
     from impala_tf.run import evaluation
 
     try:
@@ -476,6 +477,7 @@ def _run_task(config: configs.Config) -> int:
 
 
 def _run_role(config: configs.Config) -> int:
+    kernels.import_tensorflow()  # Before any module of ours imports it.
     from impala_tf.run import launcher, runtime, transport
 
     launcher.install_stack_dump()

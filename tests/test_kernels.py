@@ -92,3 +92,33 @@ def test_one_update_of_the_deep_agent_is_equal_with_and_without_onednn(tmp_path)
         np.testing.assert_allclose(onednn[name], value, rtol=1e-4, atol=1e-6, err_msg=name)
         moved = max(moved, float(np.abs(value).max()))
     assert moved > 0.0
+
+
+_IMPORT_SCRIPT = r"""
+import os, sys
+from impala_tf.base import kernels
+
+tf = kernels.import_tensorflow()
+assert tf is sys.modules["tensorflow"] and float(tf.constant(2.0) * 3.0) == 6.0
+assert os.environ[kernels.ONEDNN_ENV] == "1"
+assert "keras" not in sys.modules, "Keras was loaded with TensorFlow"
+assert kernels.KERAS_PRELOAD not in sys.modules, "the block outlived the import"
+assert kernels.import_tensorflow() is tf
+import keras.src.optimizers  # Keras still imports when someone wants it.
+print("OK")
+"""
+
+
+@pytest.mark.timeout(120)
+def test_import_tensorflow_skips_only_the_eager_keras_load():
+    env = {k: v for k, v in os.environ.items() if k != kernels.ONEDNN_ENV}
+    env["PYTHONPATH"] = REPO
+    result = subprocess.run(
+        [sys.executable, "-c", _IMPORT_SCRIPT],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=110,
+    )
+    assert result.returncode == 0 and result.stdout.strip() == "OK", result.stderr[-2000:]

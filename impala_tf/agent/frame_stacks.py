@@ -271,5 +271,7 @@ class TrajectoryCodec:
         if self._decode is None:
             import tensorflow as tf
 
-            self._decode = tf.function(lambda t: decode_trajectories(t, self.stack_depth))
+            self._decode = tf.function(
+                lambda t: decode_trajectories(t, self.stack_depth), autograph=False
+            )
         return self._decode(trajectories)

@@ -420,7 +420,7 @@ def evaluate(
         raise ValueError("no levels to evaluate")
     say = progress or (lambda _: None)
     tf.random.set_seed(seed)
-    policy_fn = tf.function(agent.__call__)
+    policy_fn = tf.function(agent.__call__, autograph=False)  # As the actor's step.
     num_slots = min(num_envs, num_episodes)
     results: dict[str, Any] = {"levels": {}}
     for level in levels:
