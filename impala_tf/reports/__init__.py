@@ -9,6 +9,8 @@ Scripts (each a `main` with argparse; Python + matplotlib, TensorFlow only where
   DMLab-30 / Atari-57 training scores the release's learner logged.
 - `python -m impala_tf.reports.run_page LOGDIR`: one self-contained HTML page per run (curves,
   evaluation table, videos, configuration) in `<logdir>/report.html`.
+- `python -m impala_tf.reports.compare_runs --run=LABEL=LOGDIR [...]`: several runs of one level
+  side by side (return by frame bin, last-100 mean against a random policy, milestones).
 - `python -m impala_tf.reports.bars RESULTS.json`: per-level human-normalised test scores against the
   paper's (Table B.1, Table C.1).
 - `python -m impala_tf.reports.throughput BENCHMARK.json`: a Table-1-style throughput table.
@@ -22,6 +24,8 @@ Shared pieces (results-file loading and validation, Markdown / CSV rendering) ar
 `impala_tf.reports.common`; every score is computed by `impala_tf.base.scores`.
 
 Import direction: the reports import `impala_tf.base.scores` and the data modules (`dmlab30.levels`,
-`dmlab30.paper_results`, `impala_tf.paper.atari57`); `dmlab30` imports nothing of `impala_tf`
+`dmlab30.paper_results`, `impala_tf.paper.atari57`); `compare_runs` reuses the learning benchmark's
+milestones (`impala_tf.benchmark.learning`, the same floor; the benchmark imports no report);
+`dmlab30` imports nothing of `impala_tf`
 (`python -m dmlab30.report` only names this package's `dmlab30` report).
 """
