@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 
 import pytest
+
+from impala_tf.reports import compare_runs
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(REPO, "docs", "results")
@@ -29,6 +32,8 @@ _FIGURE = re.compile(r"(?<![\w.])(\d{1,3}(,\d{3})+|\d+\.\d+|\d+ ?%)(?!\.?\w)")
 _LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s#]+)(#[^)]*)?\)")
 _IMAGE = re.compile(r"!\[[^\]]*\]\(([^)\s#]+)\)")
 _BACKTICKS = re.compile(r"`([^`]+)`")
+# A page's embedded `impala_tf.reports.compare_runs` output, with the arguments that printed it.
+_COMPARE_BLOCK = re.compile(r"<!-- compare_runs (.*?) -->\n(.*?)\n<!-- end compare_runs -->", re.S)
 
 
 def _without_code(text: str) -> str:
@@ -128,6 +133,28 @@ def test_the_allow_list_names_sections_that_exist_and_still_lack_data():
         section, page_dir = units[(page, heading)]
         has_data = _data_files(section, page_dir) and not _images_without_data(section, page_dir)
         assert not has_data, f"{page} {heading or ''} has its data now: delete its allow-list entry"
+
+
+def _without_heading_marks(text: str) -> str:
+    """Markdown without its headings' `#` marks (a page nests a report's headings under its own)."""
+    return re.sub(r"^#+ ", "", text.strip(), flags=re.M)
+
+
+def test_every_embedded_runs_report_is_what_compare_runs_prints(capsys, monkeypatch):
+    """Tables between `<!-- compare_runs ARGS -->` and `<!-- end compare_runs -->` are the report's
+    output for ARGS, recomputed here from the committed episode logs."""
+    monkeypatch.chdir(REPO)  # The arguments name committed files relative to the repository.
+    checked = 0
+    for path, _ in _pages():
+        with open(path) as f:
+            blocks = _COMPARE_BLOCK.findall(f.read())
+        for args, embedded in blocks:
+            assert "--output_dir" not in args, path  # Checking writes nothing.
+            assert compare_runs.main(shlex.split(args)) == 0, (path, args)
+            printed = capsys.readouterr().out
+            assert _without_heading_marks(embedded) == _without_heading_marks(printed), (path, args)
+            checked += 1
+    assert checked >= 2  # docs/results/dmlab.md (seeds) and cores.md (cores), at least.
 
 
 @pytest.mark.parametrize(
