@@ -81,15 +81,17 @@ def test_pixels_are_resized_and_stacked():
 @pytest.mark.learning
 @pytest.mark.timeout(560)
 def test_learns_minigrid_empty_far_beyond_random_play(tmp_path):
-    """Learner + 2 actors on 2 cores: the mean return of the last 200 episodes of a 40K-frame run
-    exceeds what random play reaches (0.18, and a 200-episode mean of random play stays below 0.3)."""
+    """Learner + 2 actors on 2 cores: the mean return of the last 200 episodes of a 30K-frame run
+    exceeds what random play reaches (0.18, and a 200-episode mean of random play stays below 0.3).
+    Measured on 2026-12-03 (last 200 episodes at the end): a 40K-frame run 0.91, this 30K-frame one
+    0.87, a 24K-frame one (its learning rate annealed sooner) 0.67."""
     pytest.importorskip("minigrid", reason="MiniGrid is not installed (requirements-dev.txt)")
     logdir = tmp_path / "run"
     result = run_module(
         "impala_tf.experiment",
         f"--level_name={EMPTY}",
         "--gym_observation_key=image",
-        "--total_environment_frames=40000",
+        "--total_environment_frames=30000",
         f"--logdir={logdir}",
         timeout=540,
     )
