@@ -70,3 +70,19 @@ def test_cores_wall_times_and_speeds():
     assert f"{lstm.frames[0]:,} -> {lstm.frames[-1]:,} frames each" in page
     speeds = f"{lstm.speed():,.0f} and {gtrxl.speed():,.0f} frames/s"
     assert page.count(speeds) == 1 and f"{lstm.speed():,.0f} (lstm) and" in page
+
+
+def test_vizdoom_wall_time_speed_and_basics_early_ends():
+    page = _page("vizdoom.md")
+    log = _Log("vizdoom/defend_the_center")
+    start, end = log.times()
+    assert (
+        f"{start:%Y-%m-%d %H:%M:%S} to {end:%H:%M:%S} UTC (episodes logged), "
+        f"{log.frames[0]:,} -> {log.frames[-1]:,} frames: **{log.speed():,.0f} frames/s**"
+    ) in page
+    assert f"| Frames | {log.frames[-1]:,}; {log.count:,} episodes |" in page
+    episodes = curves.load_episodes(os.path.join(RESULTS, "vizdoom/basic"))
+    lengths = np.array([int(e["episode_frames"]) for e in episodes])
+    returns = np.array([float(e["episode_return"]) for e in episodes])
+    early = np.mean((lengths <= 20) & (returns < 0.5))
+    assert f"{100 * early:.0f} % of this run's episodes ended within 20 frames" in page

@@ -12,7 +12,8 @@ on health_gathering); `num_action_repeats` is EnvPool's `frame_skip` (4 in the p
 summed over the skipped frames. Rewards and episode limits are EnvPool's (the scenario's reward plus
 EnvPool's default `reward_config` shaping; its `max_episode_steps` limit is a truncation, which the
 learner does not treat as terminal). No reference scores: the VizDoom paper reports none that fit
-this protocol.
+this protocol. Learned and not: docs/results/vizdoom.md (defend_the_center learns; EnvPool's
+`Basic-v1` ends many episodes early without a kill, so `vizdoom/basic` is no task to judge by).
 """
 
 from __future__ import annotations
