@@ -19,6 +19,7 @@ import sys
 import psutil
 import pytest
 
+from impala_tf.base import presets
 from impala_tf.benchmark import checkouts, common, end_to_end, main, report, stages
 from impala_tf.reports import throughput
 from impala_tf.run import bookkeeping
@@ -327,6 +328,26 @@ def test_e2e_level_and_agent_choose_the_end_to_end_runs():
     assert [r["agent"] for r in dmlab.dedicated_runs] == ["deep"]
     assert all(r["agent"] == "deep" for r in main.select_runs(full, agent="deep").e2e_runs)
     assert main.select_runs(full) == full
+
+
+def test_the_suites_beyond_the_paper_run_end_to_end_only_when_named():
+    """Procgen, VizDoom and MinAtar (optional packages) are not in the default run; named by
+    `--e2e_level`, each runs with its preset and its preset's core (no LSTM on Procgen)."""
+    from impala_tf.benchmark import runs
+
+    full = common.Sizes.full()
+    suites = {r["level"] for r in common.Sizes.SUITE_RUNS}
+    assert suites == {"procgen/bigfish", "vizdoom/health_gathering", "gym/MinAtar/Breakout-v1"}
+    assert not suites & {r["level"] for r in full.e2e_runs}
+    expected = {
+        "procgen/bigfish": ("procgen", False),
+        "vizdoom/health_gathering": ("vizdoom", True),
+    }
+    for level, (preset, lstm) in expected.items():
+        (run,) = main.select_runs(full, level).e2e_runs
+        chosen, overrides = runs.e2e_config(run)
+        assert (chosen, overrides["agent"]["use_lstm"]) == (preset, lstm)
+        assert presets.from_preset(chosen).agent.use_lstm == lstm  # As the preset trains it.
 
 
 def test_command_line_names_what_matched_no_end_to_end_run(capsys):

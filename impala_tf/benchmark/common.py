@@ -13,7 +13,7 @@ import platform
 import socket
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import psutil
@@ -77,6 +77,38 @@ class Sizes:
     stage_unrolls: int = 3
     stage_steps: int = 3
     stage_rounds: int = 3
+
+    # End-to-end runs on the suites beyond the paper, each with its preset's agent, core, batch and
+    # actors (issue 32): run only when `--e2e_level` names one (their packages are optional).
+    SUITE_RUNS: ClassVar[tuple[dict[str, Any], ...]] = (
+        dict(
+            level="procgen/bigfish",
+            agent="deep",
+            use_lstm=False,
+            actors=2,
+            envs=16,
+            batch=16,
+            unroll=20,
+        ),
+        dict(
+            level="vizdoom/health_gathering",
+            agent="deep",
+            use_lstm=True,
+            actors=2,
+            envs=16,
+            batch=16,
+            unroll=20,
+        ),
+        dict(
+            level="gym/MinAtar/Breakout-v1",
+            agent="deep",
+            use_lstm=False,
+            actors=2,
+            envs=4,
+            batch=16,
+            unroll=20,
+        ),
+    )
 
     @staticmethod
     def full() -> Sizes:

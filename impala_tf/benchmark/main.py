@@ -121,14 +121,16 @@ def _update_variants(sizes: common.Sizes) -> list[tuple[str, bool, str]]:
 
 
 def select_runs(sizes: common.Sizes, level: str = "", agent: str = "") -> common.Sizes:
-    """`sizes` with only the end-to-end runs on `level` of `agent` (an empty one: any)."""
+    """`sizes` with only the end-to-end runs on `level` of `agent` (an empty one: any); a level
+    of `common.Sizes.SUITE_RUNS` (Procgen, VizDoom, MinAtar) selects its run there."""
 
     def wanted(run: dict[str, Any]) -> bool:
         return (not level or run["level"] == level) and (not agent or run["agent"] == agent)
 
+    suites = common.Sizes.SUITE_RUNS if level else ()
     return dataclasses.replace(
         sizes,
-        e2e_runs=tuple(r for r in sizes.e2e_runs if wanted(r)),
+        e2e_runs=tuple(r for r in (*sizes.e2e_runs, *suites) if wanted(r)),
         dedicated_runs=tuple(r for r in sizes.dedicated_runs if wanted(r)),
     )
 
@@ -146,7 +148,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--e2e_level",
         default="",
-        help="only the end-to-end runs on this level (e.g. atari/pong); default: all",
+        help="only the end-to-end runs on this level (e.g. atari/pong; procgen/bigfish, "
+        "vizdoom/health_gathering and gym/MinAtar/Breakout-v1 run only when named); default: all",
     )
     parser.add_argument(
         "--e2e_agent",

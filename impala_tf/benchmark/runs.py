@@ -20,7 +20,7 @@ def e2e_config(run: dict[str, Any]) -> tuple[str, dict[str, dict[str, Any]]]:
         "env": {"level_name": run["level"]},
         "agent": {
             "agent": run["agent"],
-            "use_lstm": envs.environment_kind(run["level"]) != "atari",
+            "use_lstm": run.get("use_lstm", envs.environment_kind(run["level"]) != "atari"),
         },
         "learner": {"batch_size": run["batch"], "unroll_length": run["unroll"]},
         "runtime": {"num_actors": run["actors"], "envs_per_actor": run["envs"]},
