@@ -80,34 +80,13 @@ class Sizes:
 
     # End-to-end runs on the suites beyond the paper, each with its preset's agent, core, batch and
     # actors (issue 32): run only when `--e2e_level` names one (their packages are optional).
-    SUITE_RUNS: ClassVar[tuple[dict[str, Any], ...]] = (
-        dict(
-            level="procgen/bigfish",
-            agent="deep",
-            use_lstm=False,
-            actors=2,
-            envs=16,
-            batch=16,
-            unroll=20,
-        ),
-        dict(
-            level="vizdoom/health_gathering",
-            agent="deep",
-            use_lstm=True,
-            actors=2,
-            envs=16,
-            batch=16,
-            unroll=20,
-        ),
-        dict(
-            level="gym/MinAtar/Breakout-v1",
-            agent="deep",
-            use_lstm=False,
-            actors=2,
-            envs=4,
-            batch=16,
-            unroll=20,
-        ),
+    SUITE_RUNS: ClassVar[tuple[dict[str, Any], ...]] = tuple(
+        dict(level=level, use_lstm=lstm, envs=envs, agent="deep", actors=2, batch=16, unroll=20)
+        for level, lstm, envs in (
+            ("procgen/bigfish", False, 16),
+            ("vizdoom/health_gathering", True, 16),
+            ("gym/MinAtar/Breakout-v1", False, 4),
+        )
     )
 
     @staticmethod
