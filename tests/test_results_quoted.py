@@ -32,6 +32,7 @@ class _Log:
         self.frames = np.array([e["environment_frames"] for e in episodes], dtype=np.int64)
         self.returns = np.array([e["episode_return"] for e in episodes], dtype=np.float64)
         self.walls = np.array([float(e["wall_time"]) for e in episodes])
+        self.episode_frames = [int(e["episode_frames"]) for e in episodes]
 
     def times(self) -> tuple[datetime.datetime, datetime.datetime]:
         return tuple(datetime.datetime.fromtimestamp(w, datetime.UTC) for w in self.walls[[0, -1]])
@@ -57,6 +58,24 @@ def test_dmlab_seed_2s_peak_wall_time_speed_and_episodes():
     ) in page
     assert f"{log.frames[-1]:,}; {log.count:,} episodes of 1,200 frames" in page
 
+
+def test_dmlab_explore_seed_2s_segments_peak_and_episodes():
+    """Segments are split where the log has a gap of more than 15 minutes (a stop and a resume)."""
+    log, page = _Log("dmlab/explore_goal_locations_small_seed2"), _page("dmlab.md")
+    cuts = np.flatnonzero(np.diff(log.walls) > 900)
+    starts, ends = np.r_[0, cuts + 1], np.r_[cuts, log.count - 1]
+    assert len(starts) == 2
+    for number, (a, b) in enumerate(zip(starts, ends, strict=True), start=1):
+        start, end = (datetime.datetime.fromtimestamp(log.walls[i], datetime.UTC) for i in (a, b))
+        speed = (log.frames[b] - log.frames[a]) / (log.walls[b] - log.walls[a])
+        assert (
+            f"Segment {number}: {start:%Y-%m-%d %H:%M:%S} to {end:%H:%M:%S} UTC, "
+            f"{log.frames[a]:,} -> {log.frames[b]:,} frames, {speed:,.0f} frames/s"
+        ) in page
+    peak, at = log.rolling_peak(100)
+    assert f"Seed 2's 100-episode mean was highest at {peak:.2f}, at {at:,} frames" in page
+    assert f"{log.frames[-1]:,} at the last logged episode; {log.count:,} episodes of 5,400" in page
+    assert set(log.episode_frames) == {5400}
 
 def test_cores_wall_times_and_speeds():
     page = _page("cores.md")

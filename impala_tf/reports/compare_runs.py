@@ -308,7 +308,7 @@ def plot_runs(
     for s in summaries:
         ax.plot(curves.millions(s.rolling[0]), s.rolling[1], lw=1.8, label=s.label)
     for b, color in zip(baselines, curves.REFERENCE_COLORS, strict=False):
-        ax.axhline(b.mean, color=color, lw=1.2, ls="--", label=f"{b.label}: {b.mean:g}")
+        ax.axhline(b.mean, color=color, lw=1.2, ls="--", label=f"{b.label}: {b.mean:.2f}")
     ax.set_xlabel(curves.FRAMES_LABEL)
     ax.set_ylabel(f"mean return of the last {window} episodes")
     ax.set_xlim(left=0.0)
