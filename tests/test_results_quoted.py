@@ -77,6 +77,7 @@ def test_dmlab_explore_seed_2s_segments_peak_and_episodes():
     assert f"{log.frames[-1]:,} at the last logged episode; {log.count:,} episodes of 5,400" in page
     assert set(log.episode_frames) == {5400}
 
+
 def test_cores_wall_times_and_speeds():
     page = _page("cores.md")
     lstm, gtrxl = _Log("cores/fake_dmlab/lstm"), _Log("cores/fake_dmlab/gtrxl")
