@@ -433,6 +433,35 @@ def test_checkouts_steady_rate_skips_the_warm_up():
         checkouts.steady_rate(points, warmup=70)
 
 
+def test_checkouts_adds_a_variants_extra_flags_to_its_runs_only(tmp_path, monkeypatch):
+    calls = []
+
+    def run_once(directory, flags, seconds, warmup):
+        calls.append(list(flags))
+        return {"fps": 1_000.0 + len(calls), "window_seconds": 60.0, "frames": 1, "logdir": ""}
+
+    monkeypatch.setattr(checkouts, "run_once", run_once)
+    output = tmp_path / "ab.json"
+    argv = [f"--output={output}", "--rounds=2", f"f32={tmp_path}", f"bf16={tmp_path}"]
+    extra = ["--extra=bf16:--torso_dtype=bfloat16", "--", "--level_name=atari/pong"]
+    assert checkouts.main(argv + extra) == 0
+    # A B, then B A: the extra flag goes with its variant only.
+    assert calls == [
+        ["--level_name=atari/pong"],
+        ["--level_name=atari/pong", "--torso_dtype=bfloat16"],
+        ["--level_name=atari/pong", "--torso_dtype=bfloat16"],
+        ["--level_name=atari/pong"],
+    ]
+    saved = json.loads(output.read_text())
+    assert saved["extra"] == {"f32": [], "bf16": ["--torso_dtype=bfloat16"]}
+
+
+def test_checkouts_refuses_an_extra_flag_of_no_variant(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        checkouts.main([f"a={tmp_path}", f"b={tmp_path}", "--extra=c:--seed=2"])
+    assert "--extra=c:--seed=2" in capsys.readouterr().err
+
+
 def test_checkouts_needs_two_existing_checkouts(tmp_path, capsys):
     with pytest.raises(SystemExit):
         checkouts.main(["a=" + str(tmp_path), "b=" + str(tmp_path / "missing")])

@@ -98,11 +98,30 @@ def test_combine_gives_shares_and_bounds():
     assert row["three_stage_bound_frames_per_second"] == pytest.approx(4 / ((70 + 50 + 140) * 1e-6))
 
 
-def test_full_sizes_break_down_the_shallow_and_the_deep_agent():
+@pytest.mark.parametrize("flags", [frozenset({"avx2"}), frozenset({"avx2", "avx512_bf16"})])
+def test_full_sizes_break_down_the_shallow_and_the_deep_agent(monkeypatch, flags):
+    info = dataclasses.replace(common.peak.read_cpuinfo(), flags=flags)
+    monkeypatch.setattr(common.peak, "read_cpuinfo", lambda: info)
     runs = common.Sizes.full().stage_runs
-    assert [r["agent"] for r in runs] == ["shallow", "deep"]
+    dtypes = [r.get("torso_dtype", "float32") for r in runs]
+    # The opt-in bfloat16 torso only where the CPU has bfloat16 dot products.
+    with_bfloat16 = "avx512_bf16" in flags
+    assert dtypes == ["float32"] * 2 + ["bfloat16"] * 2 * with_bfloat16
+    assert [r["agent"] for r in runs] == ["shallow", "deep"] * (1 + with_bfloat16)
     assert {r["level"] for r in runs} == {"atari/pong"}
     assert [r["agent"] for r in common.Sizes.quick().stage_runs] == ["shallow", "deep"]
+
+
+def test_a_bfloat16_run_is_built_and_reported_apart():
+    from impala_tf.benchmark import runs
+
+    run = {**RUN, "torso_dtype": "bfloat16"}
+    assert runs.completed_config(*runs.e2e_config(run)).agent.torso_dtype == "bfloat16"
+    assert _config().agent.torso_dtype == "float32"
+    learner = breakdown.learner_stage_costs(_raw(), _config())
+    row = breakdown.combine(run, _actor(), learner, 2)
+    assert (row["name"], row["torso_dtype"]) == ("stages-shallow-atari/pong-bf16", "bfloat16")
+    assert breakdown.combine(RUN, _actor(), learner, 2)["torso_dtype"] == "float32"
 
 
 def _config():

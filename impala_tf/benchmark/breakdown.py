@@ -320,6 +320,11 @@ def _run_side(side: str, spec: dict[str, Any], timeout: float) -> dict[str, Any]
     return process.run_for_json(child_spec, timeout, f"stage breakdown ({side}) of {spec['run']}")
 
 
+def _dtype_suffix(run: dict[str, Any]) -> str:
+    """`-bf16` for a run of the opt-in bfloat16 torso, reported apart from float32's."""
+    return "-bf16" if run.get("torso_dtype", "float32") == "bfloat16" else ""
+
+
 def combine(
     run: dict[str, Any], actor: dict[str, Any], learner: dict[str, Any], cpus: int
 ) -> dict[str, Any]:
@@ -330,9 +335,10 @@ def combine(
     total = sum(seconds[stage] for stage in STAGES)
     three = seconds["environment"] + seconds["inference"] + learner["update_cpu_seconds_per_frame"]
     return {
-        "name": f"stages-{run['agent']}-{run['level']}",
+        "name": f"stages-{run['agent']}-{run['level']}" + _dtype_suffix(run),
         "level": run["level"],
         "agent": run["agent"],
+        "torso_dtype": run.get("torso_dtype", "float32"),
         "envs_per_actor": run["envs"],
         "batch_size": run["batch"],
         "unroll_length": run["unroll"],

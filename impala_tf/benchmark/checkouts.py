@@ -14,6 +14,12 @@ gained after `--warmup` seconds over the wall time between the first and the las
         new=. old=/tmp/old -- --preset=atari --agent=shallow --level_name=atari/pong \\
         --num_actors=2 --envs_per_actor=16 --summary_seconds=10
 
+A variant may add flags of its own (`--extra=NAME:FLAG`, repeatable), so one checkout can be set
+against itself with one flag changed, e.g. the opt-in bfloat16 torso against float32::
+
+    python -m impala_tf.benchmark.checkouts --rounds=4 f32=. bf16=. \\
+        --extra=bf16:--torso_dtype=bfloat16 -- --preset=atari --agent=shallow ...
+
 Every checkout runs with this Python (its packages must suit both).
 """
 
@@ -120,6 +126,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=170.0)
     parser.add_argument("--warmup", type=float, default=50.0)
     parser.add_argument("--output", default="", help="JSON of every run (optional)")
+    parser.add_argument(
+        "--extra",
+        action="append",
+        default=[],
+        help="NAME:FLAG, a training flag added to one variant's runs (repeatable)",
+    )
     parser.add_argument("checkouts", nargs="+", help="NAME=DIRECTORY, two or more")
     argv = list(sys.argv[1:] if argv is None else argv)
     flags = argv[argv.index("--") + 1 :] if "--" in argv else []
@@ -127,10 +139,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     named = [c.split("=", 1) for c in args.checkouts]
     if len(named) < 2 or any(len(n) != 2 or not os.path.isdir(n[1]) for n in named):
         parser.error("give two or more NAME=DIRECTORY checkouts")
+    extra: dict[str, list[str]] = {name: [] for name, _ in named}
+    for item in args.extra:
+        name, _, flag = item.partition(":")
+        if name not in extra or not flag.startswith("--"):
+            parser.error(f"--extra={item}: expected NAME:--flag with NAME one of {sorted(extra)}")
+        extra[name].append(flag)
     results: dict[str, list[dict[str, Any]]] = {name: [] for name, _ in named}
     for index in range(args.rounds):
         for name, directory in named if index % 2 == 0 else named[::-1]:
-            run = run_once(directory, flags, args.seconds, args.warmup)
+            run = run_once(directory, [*flags, *extra[name]], args.seconds, args.warmup)
             results[name].append(run)
             print(
                 f"round {index} {name}: {run['fps']:,.0f} frames/s over "
@@ -150,6 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             json.dump(
                 {
                     "flags": flags,
+                    "extra": extra,
                     "rounds": args.rounds,
                     "seconds": args.seconds,
                     "warmup": args.warmup,

@@ -22,6 +22,7 @@ import tree
 
 from impala_tf.agent import networks
 from impala_tf.base import structures
+from impala_tf.benchmark import peak
 
 ACTION_REPEATS = 4  # DMLab and Atari (the release's --num_action_repeats).
 DMLAB_FRAME = (72, 96, 3)
@@ -119,8 +120,13 @@ class Sizes:
             e2e_ceiling_steps=2,
             # The learner alone on one half of the CPUs, the actors on the other half.
             dedicated_runs=({**deep, "envs": 8},),
-            # Where a frame's time goes, shallow and deep, on README's Pong configuration.
-            stage_runs=(pong, {**pong, "agent": "deep"}),
+            # Where a frame's time goes, shallow and deep, on README's Pong configuration; on a
+            # CPU with bfloat16 dot products, also with the opt-in bfloat16 torso (reported apart).
+            stage_runs=tuple(
+                {**pong, "agent": agent, **({"torso_dtype": dtype} if dtype != "float32" else {})}
+                for dtype in ("float32", *bfloat16_where_fast())
+                for agent in ("shallow", "deep")
+            ),
         )
 
     @staticmethod
@@ -164,6 +170,16 @@ class Sizes:
             stage_steps=2,
             stage_rounds=2,
         )
+
+
+def bfloat16_where_fast() -> tuple[str, ...]:
+    """`("bfloat16",)` on a CPU with bfloat16 dot products (avx512_bf16 or AMX), else `()`:
+    elsewhere oneDNN emulates bfloat16 and the opt-in torso is slower, not a figure to report."""
+    try:
+        flags = peak.read_cpuinfo().flags
+    except OSError:
+        return ()
+    return ("bfloat16",) if flags & peak.BFLOAT16_FLAGS else ()
 
 
 def machine_info() -> dict[str, Any]:

@@ -36,6 +36,8 @@ def e2e_config(run: dict[str, Any]) -> tuple[str, dict[str, dict[str, Any]]]:
         overrides["runtime"]["malloc_keep_mb"] = int(run["malloc_keep_mb"])
     if "send_frames_once" in run:
         overrides["runtime"]["send_frames_once"] = bool(run["send_frames_once"])
+    if "torso_dtype" in run:  # The opt-in bfloat16 torso (`networks`), measured apart.
+        overrides["agent"]["torso_dtype"] = run["torso_dtype"]
     return envs.preset_for_level(run["level"]), overrides
 
 
