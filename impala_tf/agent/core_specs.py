@@ -55,11 +55,16 @@ class GTrXLState(NamedTuple):
 
 
 class GTrXLSizes(NamedTuple):
-    """The sizes of a `GTrXLCore` (docs/cores.md: the paper's DMLab settings, unverified).
+    """The sizes of a `GTrXLCore`; the defaults are a small one (docs/cores.md, "Sizes").
+
+    Parisotto et al. 2020's DMLab-30 runs used L = 12, D = 256, M = 512 (section 4) and
+    b_g = 2 (section 4.3.4); their number of heads is not in the paper's body (8, brain_agent's,
+    is UNVERIFIED).
 
     Attributes:
       num_layers: L, the number of gated blocks.
-      num_heads: attention heads; each has `model_size // num_heads` features.
+      num_heads: attention heads; each has `model_size // num_heads` features (section 4.3.3: the
+        embedding size is the number of heads times the head dimension).
       model_size: D, the width of every block's input and output (and of the MLP's hidden layer).
       memory_size: M, the previous steps each step attends to (besides itself).
       gate_bias: b_g, subtracted from the update gate's pre-activation, so that each block starts
