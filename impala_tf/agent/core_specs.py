@@ -5,8 +5,9 @@ sends "the initial LSTM state" with every trajectory; `structures.Trajectory.age
 the queue, the learner's batches and the replay buffer (section 5.2.2) hold one per trajectory.
 The memory estimate (`impala_tf.run.memory`) counts it before TensorFlow is imported, hence this
 module: numpy and the configuration only. `impala_tf.agent.cores` builds the cores; each core's
-`spec_for` is its entry in `STATE_SPECS` (`tests/test_cores.py` checks the two registries agree
-and that each spec is the built core's).
+`spec_for` is its entry in `STATE_SPECS` (`tests/test_cores.py` checks that this registry,
+`cores.CORES` and `configs.CORES` name the same cores, and that each spec is the built core's;
+CONTRIBUTING.md, "Adding a core").
 
 - `lstm`: `c` and `h`, 2 x 256 float32 (the release's `LSTMBlockCell(256)`).
 - `none`: no state.

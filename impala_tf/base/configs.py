@@ -25,7 +25,9 @@ from typing import Any
 REWARD_CLIPPING_MODES = ("abs_one", "soft_asymmetric", "paper_caption", "none")
 OFF_POLICY_CORRECTIONS = ("vtrace", "one_step", "epsilon", "none")  # Section 5.2.2, Table 2.
 AGENTS = ("deep", "shallow")
-CORES = ("lstm", "none", "gtrxl")  # The names of `impala_tf.agent.cores.CORES` (a test checks).
+# The names of `impala_tf.agent.cores.CORES`, here because this floor may not import the agent
+# (CONTRIBUTING.md, "Adding a core"; tests/test_cores.py checks the two agree).
+CORES = ("lstm", "none", "gtrxl")
 ATARI_BACKENDS = ("native", "python")
 
 
