@@ -124,13 +124,23 @@ def resolve_config() -> presets.Resolved:
       ValueError: unknown preset or level, a value out of range, or a flag that contradicts the
         environment (e.g. an action repeat on a toy task).
     """
+    return resolve(FLAGS.preset, explicit_overrides(), pbt=FLAGS.mode == "pbt")
+
+
+def resolve(
+    preset: str | None, overrides: dict[str, dict[str, Any]], pbt: bool = False
+) -> presets.Resolved:
+    """`resolve_config` without the flags: `preset` (None: the one the level implies), then
+    `overrides` (`{section: {field: value}}`, as given on the command line), then the environment's
+    facts.
+
+    Raises:
+      ValueError: as `resolve_config`.
+    """
     from impala_tf import envs
 
-    overrides = explicit_overrides()
     level = overrides.get("env", {}).get("level_name")
-    resolved = presets.resolve(
-        FLAGS.preset, overrides, pbt=FLAGS.mode == "pbt", implied=envs.preset_for_level(level)
-    )
+    resolved = presets.resolve(preset, overrides, pbt=pbt, implied=envs.preset_for_level(level))
     complete = envs.complete_config(resolved.config)
     sources = dict(resolved.sources)
     for key in envs.ENVIRONMENT_FIELDS:

@@ -107,6 +107,22 @@ def test_core_heads_and_language_flops_match_the_agents_kernels(kind):
         assert "lstm" not in layers and "instruction_lstm" not in layers
 
 
+@pytest.mark.parametrize("name", list(cores.CORES))
+def test_every_core_has_a_flop_count_with_its_output_width(name):
+    """`flops.core_layers` counts every registered core (CONTRIBUTING.md, "Adding a core"), and
+    the width it gives the heads is the core's output's."""
+    sizes = cores.GTrXLSizes(num_layers=1, num_heads=2, model_size=8, memory_size=4)
+    core_input = networks.TORSO_OUTPUT_SIZE + 1 + 9
+    layers, head_input = flops.core_layers(name, core_input, sizes)
+    core = cores.make_core(name, sizes)
+    core.build(core_input)
+    outputs, _ = core.unroll(
+        tf.zeros([1, 1, core_input]), tf.ones([1, 1], tf.bool), core.initial_state(1)
+    )
+    assert head_input == outputs.shape[-1]
+    assert all(layer.multiply_adds > 0 for layer in layers)
+
+
 @pytest.mark.parametrize("steps", [1, 4])
 def test_gtrxl_projections_match_its_kernels(steps):
     """Per step of an unroll of `steps`: every kernel of the core once, except the keys and values

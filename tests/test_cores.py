@@ -2,6 +2,8 @@
 GTrXL's window (exactly the previous M steps of the episode, in the actor's and the learner's view).
 """
 
+import inspect
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -39,11 +41,45 @@ def assert_nests_close(got, want, atol=1e-5):
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), atol=atol)
 
 
-def test_the_registry_and_the_config_name_the_same_cores():
-    assert tuple(cores.CORES) == configs.CORES == ("lstm", "none", "gtrxl")
-    assert tuple(core_specs.STATE_SPECS) == configs.CORES  # The memory estimate's specs.
+# A new core is named in three registries, each on the import floor that needs it (CONTRIBUTING.md,
+# "Adding a core"); forgetting one fails here.
+REGISTRIES = {
+    "cores.CORES (the class; TensorFlow)": lambda: tuple(cores.CORES),
+    "configs.CORES (the --core choices, config.json's validation; no TensorFlow)": lambda: (
+        configs.CORES
+    ),
+    "core_specs.STATE_SPECS (the state for the memory estimate; no TensorFlow)": lambda: tuple(
+        core_specs.STATE_SPECS
+    ),
+}
+
+
+def test_the_registries_name_the_same_cores():
+    names = {where: registry() for where, registry in REGISTRIES.items()}
+    every = set().union(*names.values())
+    missing = {where: sorted(every - set(got)) for where, got in names.items() if every - set(got)}
+    assert not missing, f"a core is missing from a registry: {missing}"
+    assert len(set(names.values())) == 1, (
+        f"the registries list the cores in different orders: {names}"
+    )
+    assert {"lstm", "none", "gtrxl"} <= every
     with pytest.raises(ValueError, match="expected one of"):
         cores.make_core("gru")
+
+
+def test_every_core_class_is_registered_under_its_name():
+    """A `Core` subclass in `cores` that is not in `CORES` (or is under another name than its
+    `registered_as`, the key of its state spec) would never be built."""
+    defined = {
+        value
+        for value in vars(cores).values()
+        if isinstance(value, type)
+        and issubclass(value, cores.Core)
+        and not inspect.isabstract(value)
+    }
+    assert defined == set(cores.CORES.values())
+    for name, core in cores.CORES.items():
+        assert core.registered_as == name
 
 
 def test_a_config_without_core_keeps_the_core_use_lstm_chose():
@@ -127,7 +163,20 @@ def test_the_state_spec_is_known_without_building_the_core(name):
     assert cores.state_bytes(name, SMALL) == sum(4 * np.prod(s.shape, dtype=int) for s in specs)
 
 
-@pytest.mark.parametrize("name", ["lstm", "gtrxl"])
+# The cores with a state (every one but `none`): a new one is tested without naming it here (one
+# without a state spec too: it fails there, and `test_the_registries_name_the_same_cores` says why).
+STATEFUL = [
+    name
+    for name in cores.CORES
+    if name not in core_specs.STATE_SPECS or tree.flatten(core_specs.STATE_SPECS[name](SMALL))
+]
+
+
+def test_the_stateful_cores_are_the_memories():
+    assert {"lstm", "gtrxl"} <= set(STATEFUL) and "none" not in STATEFUL
+
+
+@pytest.mark.parametrize("name", STATEFUL)
 def test_nothing_before_an_episode_start_reaches_it(name):
     """Changing the inputs before the start (in the same unroll and in the previous one, through
     the state) changes no output at or after the start."""

@@ -103,6 +103,47 @@ def test_release_dmlab30_command_without_preset_gets_the_papers_settings():
     assert "agent/resnet_torso/section_0_conv/w:0" in result.stdout
 
 
+def gtrxl_parameters(input_size, layers=2, d=64):
+    """`cores.GTrXLCore` by hand (docs/cores.md): the input projection, then per block layer norms
+    2 x 2D, query, keys and values 3D^2, W_R D^2, attention output D^2, two GRU gates 2 x 6D^2,
+    the MLP 2(D^2 + D) and Transformer-XL's biases u and v, 2D."""
+    per_block = 2 * 2 * d + 3 * d * d + d * d + d * d + 2 * 6 * d * d + 2 * (d * d + d) + 2 * d
+    return input_size * d + d + layers * per_block
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("core", ["lstm", "gtrxl"])
+def test_describe_prints_the_core_and_its_parameter_count(core):
+    """`--mode=describe` names the core and counts its parameters (issue 33): the agent's it builds
+    and the hand count of docs/cores.md's table (the deep DMLab-30 agent: 9 actions, language;
+    `gtrxl` at its default sizes). In process: `experiment.resolve` is `resolve_config` without
+    the flags."""
+    from impala_tf import experiment
+    from impala_tf.run import builders
+
+    overrides = {"env": {"level_name": "dmlab30"}, "agent": {"core": core}}
+    resolved = experiment.resolve(None, overrides)
+    assert resolved.sources["agent.core"] == "flag"
+    lines = experiment.describe(resolved).splitlines()
+    agent = builders.agent_parts(resolved.config).agent
+    core_count = sum(int(v.shape.num_elements()) for v in agent.core.trainable_variables)
+    total = sum(int(v.shape.num_elements()) for v in agent.trainable_variables)
+    assert lines[-2:] == [
+        f"Core: {core} ({core_count:,} parameters)",
+        f"Trainable parameters: {total:,}",
+    ]
+    core_input = 256 + 1 + 9 + 64  # Torso, clipped reward, one-hot last action, instruction.
+    lstm = 4 * 256 * (core_input + 256) + 4 * 256
+    if core == "lstm":
+        assert (core_count, total) == (lstm, deep_dmlab_parameters())
+        assert (core_count, total) == (601_088, 1_628_010)  # docs/cores.md, "Sizes".
+    else:
+        heads_difference = (256 - 64) * (9 + 1)  # The heads read D = 64 features, not 256.
+        assert core_count == gtrxl_parameters(core_input)
+        assert total == deep_dmlab_parameters() - lstm - heads_difference + core_count
+        assert (core_count, total) == (177_856, 1_202_858)  # docs/cores.md, "Sizes".
+
+
 @pytest.mark.timeout(300)
 def test_release_single_level_command_without_preset_gets_the_papers_settings():
     _, got = describe_release_command(RELEASE_SINGLE_LEVEL, "dmlab")

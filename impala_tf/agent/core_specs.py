@@ -5,8 +5,9 @@ sends "the initial LSTM state" with every trajectory; `structures.Trajectory.age
 the queue, the learner's batches and the replay buffer (section 5.2.2) hold one per trajectory.
 The memory estimate (`impala_tf.run.memory`) counts it before TensorFlow is imported, hence this
 module: numpy and the configuration only. `impala_tf.agent.cores` builds the cores; each core's
-`spec_for` is its entry in `STATE_SPECS` (`tests/test_cores.py` checks the two registries agree
-and that each spec is the built core's).
+`spec_for` is its entry in `STATE_SPECS` (`tests/test_cores.py` checks that this registry,
+`cores.CORES` and `configs.CORES` name the same cores, and that each spec is the built core's;
+CONTRIBUTING.md, "Adding a core").
 
 - `lstm`: `c` and `h`, 2 x 256 float32 (the release's `LSTMBlockCell(256)`).
 - `none`: no state.
@@ -55,11 +56,16 @@ class GTrXLState(NamedTuple):
 
 
 class GTrXLSizes(NamedTuple):
-    """The sizes of a `GTrXLCore` (docs/cores.md: the paper's DMLab settings, unverified).
+    """The sizes of a `GTrXLCore`; the defaults are a small one (docs/cores.md, "Sizes").
+
+    Parisotto et al. 2020's DMLab-30 runs used L = 12, D = 256, M = 512 (section 4) and
+    b_g = 2 (section 4.3.4); their number of heads is not in the paper's body (8, brain_agent's,
+    is UNVERIFIED).
 
     Attributes:
       num_layers: L, the number of gated blocks.
-      num_heads: attention heads; each has `model_size // num_heads` features.
+      num_heads: attention heads; each has `model_size // num_heads` features (section 4.3.3: the
+        embedding size is the number of heads times the head dimension).
       model_size: D, the width of every block's input and output (and of the MLP's hidden layer).
       memory_size: M, the previous steps each step attends to (besides itself).
       gate_bias: b_g, subtracted from the update gate's pre-activation, so that each block starts

@@ -13,8 +13,10 @@ the trajectory's T, so both run the same code on the same context.
   Reinforcement Learning" (arXiv:1910.06764), with a sliding window of exactly the previous M steps
   as context in both the actor's and the learner's view.
 
-A new core is one `Core` subclass and one entry in `CORES` (and, for its state spec, one in the
-TensorFlow-free `core_specs.STATE_SPECS`). See docs/cores.md.
+A new core is one `Core` subclass and its entry in `CORES`, its name in `configs.CORES` (the flag's
+choices, below TensorFlow's floor), its state spec in the TensorFlow-free `core_specs.STATE_SPECS`
+and its FLOP count in `impala_tf.benchmark.flops`; CONTRIBUTING.md, "Adding a core", says why they
+are apart, and tests/test_cores.py fails when one is missing. See docs/cores.md.
 """
 
 from __future__ import annotations

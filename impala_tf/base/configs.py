@@ -25,7 +25,9 @@ from typing import Any
 REWARD_CLIPPING_MODES = ("abs_one", "soft_asymmetric", "paper_caption", "none")
 OFF_POLICY_CORRECTIONS = ("vtrace", "one_step", "epsilon", "none")  # Section 5.2.2, Table 2.
 AGENTS = ("deep", "shallow")
-CORES = ("lstm", "none", "gtrxl")  # The names of `impala_tf.agent.cores.CORES` (a test checks).
+# The names of `impala_tf.agent.cores.CORES`, here because this floor may not import the agent
+# (CONTRIBUTING.md, "Adding a core"; tests/test_cores.py checks the two agree).
+CORES = ("lstm", "none", "gtrxl")
 ATARI_BACKENDS = ("native", "python")
 
 
@@ -143,16 +145,40 @@ class AgentConfig:
         "Transformer-XL, docs/cores.md); empty: lstm with --use_lstm, else none.",
         choices=("",) + CORES,
     )
-    gtrxl_layers: int = setting(2, "GTrXL: gated blocks L (docs/cores.md).", lower=1, upper=64)
-    gtrxl_heads: int = setting(4, "GTrXL: attention heads per block.", lower=1, upper=64)
+    # The GTrXL's sizes (Parisotto et al. 2020): small defaults; the paper's DMLab-30 values in the
+    # help texts, each with its section (docs/cores.md, "Sizes").
+    gtrxl_layers: int = setting(
+        2,
+        "GTrXL: gated blocks L (Parisotto et al. 2020's DMLab-30 runs: 12, section 4).",
+        lower=1,
+        upper=64,
+    )
+    gtrxl_heads: int = setting(
+        4,
+        "GTrXL: attention heads per block (Parisotto et al. 2020's DMLab-30 count is not in the "
+        "paper's body; 8, brain_agent's, is unverified: docs/cores.md).",
+        lower=1,
+        upper=64,
+    )
     gtrxl_model_size: int = setting(
-        64, "GTrXL: features of every block (a multiple of --gtrxl_heads).", lower=1, upper=4096
+        64,
+        "GTrXL: features D of every block, a multiple of --gtrxl_heads (Parisotto et al. 2020's "
+        "DMLab-30 runs: 256, section 4).",
+        lower=1,
+        upper=4096,
     )
     gtrxl_memory_size: int = setting(
-        32, "GTrXL: previous steps each step attends to (its window M).", lower=1, upper=4096
+        32,
+        "GTrXL: previous steps each step attends to, its window M (Parisotto et al. 2020's "
+        "DMLab-30 runs: 512, section 4).",
+        lower=1,
+        upper=4096,
     )
     gtrxl_gate_bias: float = setting(
-        2.0, "GTrXL: gate bias b_g, each block starts near the identity (docs/cores.md).", lower=0
+        2.0,
+        "GTrXL: gate bias b_g, each block starts near the identity (Parisotto et al. 2020's "
+        "value for GRU gates, section 4.3.4).",
+        lower=0,
     )
     use_instruction: bool = setting(
         False, "DMLab language encoder (DeepMind Lab levels).", flag=False

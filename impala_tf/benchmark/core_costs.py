@@ -32,6 +32,7 @@ from impala_tf.agent import learner as learner_lib
 from impala_tf.base import configs, structures
 from impala_tf.benchmark import common, flops
 
+# Parisotto et al. 2020, section 4: L 12, D 256, M 512; the 8 heads are unverified (docs/cores.md).
 DMLAB_GTRXL = core_specs.GTrXLSizes(num_layers=12, num_heads=8, model_size=256, memory_size=512)
 VARIANTS: dict[str, tuple[str, core_specs.GTrXLSizes | None]] = {
     "lstm": ("lstm", None),
