@@ -11,7 +11,7 @@ from impala_tf.reports import stages
 RUN = dict(level="atari/pong", agent="shallow", actors=1, envs=2, batch=2, unroll=4)
 
 
-def _row(agent: str, scale: float = 1.0) -> dict:
+def _row(agent: str, scale: float = 1.0, **run: str) -> dict:
     actor = {
         "cpu_seconds_per_frame": {
             "environment": 70e-6,
@@ -32,7 +32,7 @@ def _row(agent: str, scale: float = 1.0) -> dict:
         "update_cpu_seconds_per_frame": (140e-6 + 116e-6 * (scale - 1)),
         "differences": {"backward": 76e-6 * scale, "optimiser": 20e-6},
     }
-    return breakdown.combine({**RUN, "agent": agent}, actor, learner, 2)
+    return breakdown.combine({**RUN, "agent": agent, **run}, actor, learner, 2)
 
 
 def _data(scale: float = 1.0) -> dict:
@@ -77,3 +77,12 @@ def test_command_line_and_bad_input(tmp_path, capsys):
     assert "no sections.stages" in capsys.readouterr().err
     with pytest.raises(stages.StagesError, match="lacks"):
         stages.stage_rows({"sections": {"stages": [{"name": "x"}]}})
+
+
+def test_bfloat16_rows_are_named_apart_from_float32():
+    data = _data()
+    data["sections"]["stages"].append(_row("deep", 10.0, torso_dtype="bfloat16"))
+    text = stages.build_report(data).render("markdown")
+    assert "deep atari/pong: CPU us/frame" in text
+    assert "deep atari/pong bfloat16: CPU us/frame" in text
+    assert "deep atari/pong bfloat16: bound" in text

@@ -50,7 +50,9 @@ def stage_rows(data: Any, source: str = "<memory>") -> list[dict[str, Any]]:
 
 
 def _label(row: dict[str, Any]) -> str:
-    return f"{row['agent']} {row['level']}"
+    """`shallow atari/pong`, and ` bfloat16` for the opt-in torso's rows (reported apart)."""
+    dtype = row.get("torso_dtype", "float32")
+    return f"{row['agent']} {row['level']}" + ("" if dtype == "float32" else f" {dtype}")
 
 
 def stage_table(rows: list[dict[str, Any]], title: str, machine: dict[str, Any]) -> Table:
