@@ -131,3 +131,19 @@ def test_alternate_reports_medians_and_ratios_to_the_first_dtype():
     assert f"({update / 2.5 / 1e9:.1f} GFLOP/s)" in lines[0]
     assert "ratio to float32: wall 1.000, CPU 1.000" in lines[0]
     assert "ratio to float32: wall 0.500, CPU 0.500" in lines[1]
+
+
+def test_alternate_writes_every_timing_with_its_machine(tmp_path):
+    import json
+
+    from impala_tf.benchmark import alternate
+
+    output = tmp_path / "ab.json"
+    argv = ["--agent=shallow", "--batch=1", "--unroll=2", "--rounds=2", "--dtypes=float32"]
+    assert alternate.main([*argv, f"--output={output}"]) == 0
+    saved = json.loads(output.read_text())
+    assert saved["args"]["agent"] == "shallow" and saved["args"]["rounds"] == 2
+    timings = saved["results"]["float32"]
+    assert len(timings["wall_seconds"]) == len(timings["cpu_seconds"]) == 2
+    assert all(t > 0 for t in timings["wall_seconds"])
+    assert saved["machine"]["cpus"] >= 1 and saved["summary"][0].startswith("shallow atari")

@@ -13,6 +13,7 @@ medians and their ratios printed::
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import time
 from collections.abc import Sequence
@@ -96,14 +97,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--unroll", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--dtypes", default="float32,bfloat16")
+    parser.add_argument("--output", default="", help="JSON of every timing (optional)")
     args = parser.parse_args(argv)
     info = peak.read_cpuinfo()
     print(f"cpu: {info.model_name}; {peak.microarchitecture(info)[0]}; flags: ", end="")
     print(" ".join(sorted(info.flags & peak.ISA_FLAGS)), flush=True)
     dtypes = args.dtypes.split(",")
     results = alternate(args.shapes, args.batch, args.unroll, args.rounds, dtypes, args.agent)
-    for line in format_results(results, args.shapes, args.batch, args.unroll, args.agent):
+    lines = format_results(results, args.shapes, args.batch, args.unroll, args.agent)
+    for line in lines:
         print(line)
+    if args.output:
+        with open(args.output, "w") as f:
+            json.dump(
+                {
+                    "machine": common.machine_info(),
+                    "microarchitecture": peak.microarchitecture(info)[0],
+                    "isa_flags": sorted(info.flags & peak.ISA_FLAGS),
+                    "args": vars(args),
+                    "results": results,
+                    "summary": lines,
+                },
+                f,
+                indent=1,
+            )
     return 0
 
 
