@@ -466,3 +466,11 @@ def test_checkouts_needs_two_existing_checkouts(tmp_path, capsys):
     with pytest.raises(SystemExit):
         checkouts.main(["a=" + str(tmp_path), "b=" + str(tmp_path / "missing")])
     assert "NAME=DIRECTORY" in capsys.readouterr().err
+
+
+def test_the_machine_record_names_the_kernels_and_the_microarchitecture(monkeypatch):
+    monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", "0")
+    info = common.machine_info()
+    assert info["tf_enable_onednn_opts"] == "0"
+    cpu = common.peak.read_cpuinfo()
+    assert info["microarchitecture"] == common.peak.microarchitecture(cpu)[0]

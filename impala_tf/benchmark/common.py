@@ -202,7 +202,17 @@ def machine_info() -> dict[str, Any]:
         "python": platform.python_version(),
         "hostname": socket.gethostname(),
         "load_average_start": [round(x, 2) for x in os.getloadavg()],
+        # TensorFlow's CPU kernels (`impala_tf.base.kernels`): "1" oneDNN, "0" Eigen.
+        "tf_enable_onednn_opts": os.environ.get("TF_ENABLE_ONEDNN_OPTS", ""),
+        "microarchitecture": _microarchitecture(),
     }
+
+
+def _microarchitecture() -> str:
+    try:
+        return peak.microarchitecture(peak.read_cpuinfo())[0]
+    except OSError:
+        return ""
 
 
 def timed(fn: Callable[[], Any], repeats: int) -> float:
