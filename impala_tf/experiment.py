@@ -77,9 +77,10 @@ flags.DEFINE_integer(
 flags.DEFINE_bool("record_video", False, "Test mode: MP4 and GIF of one episode per level.")
 
 
-def _define_config_flags() -> dict[str, configs.Setting]:
+def _define_config_flags(flag_values: flags.FlagValues = FLAGS) -> dict[str, configs.Setting]:
     """One flag per config field (name, type, help and bounds from the field); fields that a preset
-    sets have no default of their own: their help says it comes from the preset."""
+    sets have no default of their own: their help says it comes from the preset. `flag_values`:
+    where they are defined (the global FLAGS, or `config_overrides`'s own)."""
     from_presets = presets.preset_keys()
     defined = {}
     for s in configs.settings():
@@ -89,15 +90,15 @@ def _define_config_flags() -> dict[str, configs.Setting]:
         default = None if from_preset else s.default
         text = s.help + (FROM_PRESET if from_preset else "")
         if s.type is bool:
-            flags.DEFINE_bool(s.name, default, text)
+            flags.DEFINE_bool(s.name, default, text, flag_values=flag_values)
         elif s.choices is not None:
-            flags.DEFINE_enum(s.name, default, list(s.choices), text)
+            flags.DEFINE_enum(s.name, default, list(s.choices), text, flag_values=flag_values)
         elif s.type is str:
-            flags.DEFINE_string(s.name, default, text)
+            flags.DEFINE_string(s.name, default, text, flag_values=flag_values)
         elif s.type is int:
-            flags.DEFINE_integer(s.name, default, text)
+            flags.DEFINE_integer(s.name, default, text, flag_values=flag_values)
         else:
-            flags.DEFINE_float(s.name, default, text)
+            flags.DEFINE_float(s.name, default, text, flag_values=flag_values)
         defined[s.name] = s
     return defined
 
@@ -105,16 +106,36 @@ def _define_config_flags() -> dict[str, configs.Setting]:
 CONFIG_FLAGS = _define_config_flags()
 
 
-def explicit_overrides() -> dict[str, dict[str, Any]]:
-    """`{section: {field: value}}` of the config flags given on the command line."""
+def explicit_overrides(flag_values: flags.FlagValues = FLAGS) -> dict[str, dict[str, Any]]:
+    """`{section: {field: value}}` of the config flags given on the command line (of
+    `flag_values`, parsed: the global FLAGS, or `config_overrides`'s own)."""
     overrides: dict[str, dict[str, Any]] = {}
     for name, s in CONFIG_FLAGS.items():
-        if FLAGS[name].present:
-            value = FLAGS[name].value
+        if flag_values[name].present:
+            value = flag_values[name].value
             if s.optional and value is not None and value <= 0:
                 value = None
             overrides.setdefault(s.section, {})[s.name] = value
     return overrides
+
+
+def config_overrides(args: list[str]) -> dict[str, dict[str, Any]]:
+    """`explicit_overrides` of a command line's config flags (`args`: `--name=value`, `--x` and
+    `--nox` for booleans), parsed by the entry point's own flag definitions on a `FlagValues` of
+    their own, so the global FLAGS stay unparsed and unchanged (e.g. a test that reads README's
+    command; `presets.resolve` and `envs.complete_config` then resolve it as `resolve_config` does).
+
+    Raises:
+      flags.Error: a flag that is no config flag (misspelt, or a run option such as `--mode`) or
+        a value its flag rejects.
+      ValueError: an argument that is no flag.
+    """
+    flag_values = flags.FlagValues()
+    _define_config_flags(flag_values)
+    rest = flag_values(["config_overrides", *args])
+    if rest[1:]:
+        raise ValueError(f"not flags: {rest[1:]}")
+    return explicit_overrides(flag_values)
 
 
 def resolve_config() -> presets.Resolved:

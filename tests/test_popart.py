@@ -2,21 +2,26 @@
 rescale, and the learner's PopArt loss and update."""
 
 import dataclasses
+import os
+import re
+import shlex
 
 import numpy as np
 import pytest
 import tensorflow as tf
 import tree
-from env_fixtures import InProcessBatch, run_tf_script, train_in_process
+from absl import flags
+from env_fixtures import REPO, InProcessBatch, run_tf_script, train_in_process
 
+from impala_tf import envs, experiment
 from impala_tf.agent import actor as actor_lib
 from impala_tf.agent import learner as learner_lib
 from impala_tf.agent import networks
-from impala_tf.base import structures
+from impala_tf.base import configs, presets, structures
 from impala_tf.base.configs import LearnerConfig
 from impala_tf.envs import toy
 from impala_tf.maths import popart
-from impala_tf.run import bookkeeping
+from impala_tf.run import bookkeeping, builders
 
 
 def _numpy_statistics(stream, num_tasks, beta, sigma_min, sigma_max, rule="rollout"):
@@ -381,31 +386,75 @@ def test_without_popart_the_learner_has_no_statistics():
     assert "popart_mu" not in learner.train_step(batch)
 
 
+# README's PopArt toy command: the learning test trains with its settings, read from README itself.
+README_COMMAND = re.compile(
+    r"^\.venv/bin/python -m impala_tf\.experiment (.*--level_name=toy/bandit_scales.*)$", re.M
+)
+
+
+def _readme_command_flags() -> list[str]:
+    """The flags of README's one `.venv/bin/python -m impala_tf.experiment` line that trains
+    `toy/bandit_scales` (its trailing comment dropped)."""
+    with open(os.path.join(REPO, "README.md")) as f:
+        found = README_COMMAND.findall(f.read())
+    assert len(found) == 1, f"README.md: expected one toy/bandit_scales command, found {found}"
+    return shlex.split(found[0], comments=True)
+
+
+def _resolved(args: list[str]) -> configs.Config:
+    """The configuration the entry point runs for the command line `args` (config flags only, no
+    `--preset`): its flags parsed as the entry point parses them, the preset the level implies,
+    then the environment's facts, as `experiment.resolve_config` does."""
+    overrides = experiment.config_overrides(args)
+    level = overrides.get("env", {}).get("level_name")
+    resolved = presets.resolve(None, overrides, implied=envs.preset_for_level(level))
+    return envs.complete_config(resolved.config)
+
+
+def test_readmes_popart_toy_command_is_a_valid_popart_run_of_both_bandits():
+    """The command the learning test reads (below) is in README, names only config flags and
+    resolves to a PopArt run of both levels with unclipped rewards; a misspelt flag fails here."""
+    args = _readme_command_flags()
+    parsed = experiment.FLAGS.is_parsed()
+    config = _resolved(args)
+    assert experiment.FLAGS.is_parsed() == parsed  # Its own FlagValues: the global FLAGS untouched.
+    assert config.env.level_name == "toy/bandit_scales"
+    assert envs.suite_levels(config.env.level_name) == LEVELS
+    assert config.learner.popart and config.learner.reward_clipping == "none", config.learner
+    assert config.learner.batch_size % len(LEVELS) == 0, config.learner.batch_size
+    assert config.pbt.pbt_member < 0  # A fixed configuration, not a member of a population.
+    with pytest.raises(flags.UnrecognizedFlagError):
+        experiment.config_overrides([*args, "--popart_btea=0.01"])
+    with pytest.raises(flags.UnrecognizedFlagError):  # A run option, not part of the config.
+        experiment.config_overrides([*args, "--mode=train"])
+
+
 def _train_on_bandit_scales(popart_on, updates=450, seed=0):
-    """Trains one agent on both bandits (4 environments each) in this process; returns each task's
-    mean reward per step, in units of its reward scale, over the last 100 updates."""
+    """Trains one agent on both bandits in this process with the agent and learner of README's
+    PopArt toy command (`popart_on=False`: the same with `--nopopart`): `batch_size` environments
+    in one actor, half of them each level, one unroll of all is one batch. Returns each task's mean
+    reward per step, in units of its reward scale, over the last 100 updates."""
+    config = _resolved(_readme_command_flags())
+    # The one change: the comparison without PopArt. Everything else is the command's, the
+    # learning rate's annealing included (linear to 0 over the preset's 300K frames: 450 updates
+    # of 32 frames take it to 95 % of --learning_rate).
+    config = dataclasses.replace(
+        config, learner=dataclasses.replace(config.learner, popart=popart_on)
+    )
     tf.random.set_seed(seed)
-    names = [level for level in LEVELS for _ in range(4)]
+    agent = builders.agent_parts(config).agent  # The entry point's agent: one value per level.
+    assert agent.num_values == (len(LEVELS) if popart_on else 1)
+    per_level = config.learner.batch_size // len(LEVELS)
+    names = [level for level in LEVELS for _ in range(per_level)]
     tasks = [LEVELS.index(level) for level in names]
-    agent = networks.make_agent(
-        "shallow", 3, use_lstm=False, use_instruction=False, num_values=2 if popart_on else 1
-    )
     env = InProcessBatch([toy.TASKS[level](seed * 100 + i) for i, level in enumerate(names)])
-    actor = actor_lib.Actor(agent, env, 4, names, tasks=tasks)
-    # The statistics' step size is larger than the paper's 3e-4 for a run of a few hundred updates
-    # (the paper's runs have about a million).
-    config = LearnerConfig(
-        batch_size=8,
-        unroll_length=4,
-        reward_clipping="none",  # Unclipped: the tasks' reward scales differ by x1000.
-        entropy_cost=0.01,
-        learning_rate=1e-3,
-        epsilon=0.01,
-        total_environment_frames=10**9,
-        popart=popart_on,
-        popart_beta=0.01,
+    actor = actor_lib.Actor(agent, env, config.learner.unroll_length, names, tasks=tasks)
+    learner = learner_lib.Learner(
+        agent,
+        config.learner,
+        num_action_repeats=config.env.num_action_repeats,
+        anneal_learning_rate=config.pbt.anneals_learning_rate(),
     )
-    learner = learner_lib.Learner(agent, config, num_action_repeats=1, anneal_learning_rate=False)
     scales = np.array([1.0, 1000.0])[tasks]
     rewards = []
     for trajectories in train_in_process(actor, learner, updates):
@@ -417,8 +466,9 @@ def _train_on_bandit_scales(popart_on, updates=450, seed=0):
 @pytest.mark.learning
 @pytest.mark.timeout(120)
 def test_with_popart_both_reward_scales_are_learned():
-    """Random play earns 1/3 of each bandit's reward. With PopArt both tasks are learned; without
-    it (same run, one value) neither is within this budget (docs/popart.md)."""
+    """README's PopArt toy command, its first 450 updates: random play earns 1/3 of each bandit's
+    reward. With PopArt both tasks are learned; without it (the same command with --nopopart: one
+    value) the small-reward task is not within this budget (docs/popart.md)."""
     with_popart = _train_on_bandit_scales(True)
     assert with_popart[0] > 0.5 and with_popart[1] > 0.8, with_popart
     without = _train_on_bandit_scales(False)
