@@ -98,14 +98,19 @@ def test_combine_gives_shares_and_bounds():
     assert row["three_stage_bound_frames_per_second"] == pytest.approx(4 / ((70 + 50 + 140) * 1e-6))
 
 
-@pytest.mark.parametrize("flags", [frozenset({"avx2"}), frozenset({"avx2", "avx512_bf16"})])
-def test_full_sizes_break_down_the_shallow_and_the_deep_agent(monkeypatch, flags):
-    info = dataclasses.replace(common.peak.read_cpuinfo(), flags=flags)
+@pytest.mark.parametrize(
+    "flags, onednn",
+    [({"avx2"}, "1"), ({"avx2", "avx512_bf16"}, "1"), ({"avx2", "avx512_bf16"}, "0")],
+)
+def test_full_sizes_break_down_the_shallow_and_the_deep_agent(monkeypatch, flags, onednn):
+    info = dataclasses.replace(common.peak.read_cpuinfo(), flags=frozenset(flags))
     monkeypatch.setattr(common.peak, "read_cpuinfo", lambda: info)
+    monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", onednn)
     runs = common.Sizes.full().stage_runs
     dtypes = [r.get("torso_dtype", "float32") for r in runs]
-    # The opt-in bfloat16 torso only where the CPU has bfloat16 dot products.
-    with_bfloat16 = "avx512_bf16" in flags
+    # The opt-in bfloat16 torso only where the CPU has bfloat16 dot products and oneDNN's kernels
+    # use them (Eigen's emulate bfloat16).
+    with_bfloat16 = "avx512_bf16" in flags and onednn == "1"
     assert dtypes == ["float32"] * 2 + ["bfloat16"] * 2 * with_bfloat16
     assert [r["agent"] for r in runs] == ["shallow", "deep"] * (1 + with_bfloat16)
     assert {r["level"] for r in runs} == {"atari/pong"}
