@@ -86,3 +86,14 @@ def test_bfloat16_rows_are_named_apart_from_float32():
     assert "deep atari/pong: CPU us/frame" in text
     assert "deep atari/pong bfloat16: CPU us/frame" in text
     assert "deep atari/pong bfloat16: bound" in text
+
+
+def test_heading_level_embeds_the_tables_in_a_pages_section(tmp_path):
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps(_data()))
+    output = tmp_path / "out.md"
+    assert stages.main([str(path), "--heading_level=4", f"--output={output}"]) == 0
+    text = output.read_text()
+    assert text.startswith("#### Where a frame's time goes\n")
+    assert "\n## " not in text
+    assert stages.build_report(_data()).render().startswith("## Where a frame's time goes\n")

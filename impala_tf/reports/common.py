@@ -290,10 +290,11 @@ class Report:
     tables: list[Table]
     lines: list[str] = dataclasses.field(default_factory=list)
 
-    def render(self, fmt: str = "markdown") -> str:
-        """The report as "markdown" or "csv" text (ends with a newline)."""
+    def render(self, fmt: str = "markdown", heading_level: int = 2) -> str:
+        """The report as "markdown" (each table under a heading of `heading_level` `#`s) or
+        "csv" text (ends with a newline)."""
         if fmt == "markdown":
-            return render_markdown(self)
+            return render_markdown(self, heading_level)
         if fmt == "csv":
             return render_csv(self)
         raise ValueError(f"format={fmt!r}; expected 'markdown' or 'csv'")
@@ -352,11 +353,12 @@ def markdown_table(table: Table) -> str:
     return "\n".join([line(header), rule] + [line(r) for r in body])
 
 
-def render_markdown(report: Report) -> str:
-    """The whole report in Markdown (see the module docstring)."""
+def render_markdown(report: Report, heading_level: int = 2) -> str:
+    """The whole report in Markdown (see the module docstring); `heading_level` 4 embeds it in a
+    page's section."""
     parts = []
     for table in report.tables:
-        block = f"## {table.title}\n\n{markdown_table(table)}\n"
+        block = f"{'#' * heading_level} {table.title}\n\n{markdown_table(table)}\n"
         if table.notes:
             block += "\n" + "\n\n".join(table.notes) + "\n"
         parts.append(block)
@@ -444,9 +446,17 @@ def results_notes(
 
 
 def report_parser(prog: str, description: str) -> argparse.ArgumentParser:
-    """The report scripts' shared options: `--format=markdown|csv` and `--output=PATH`."""
+    """The report scripts' shared options: `--format=markdown|csv`, `--heading_level=N` and
+    `--output=PATH`."""
     parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--format", choices=("markdown", "csv"), default="markdown")
+    parser.add_argument(
+        "--heading_level",
+        type=int,
+        choices=range(1, 7),
+        default=2,
+        help="Markdown heading level of each table's title (4: to embed in a page's section)",
+    )
     parser.add_argument("--output", default=None, help="write here instead of stdout")
     return parser
 
@@ -529,7 +539,7 @@ def render_report(build: Callable[[], Report], args: argparse.Namespace) -> int:
     except ValueError as error:  # Includes ResultsError.
         print(f"error: {error}", file=sys.stderr)
         return 1
-    write_output(report.render(args.format), args.output)
+    write_output(report.render(args.format, args.heading_level), args.output)
     return 0
 
 
