@@ -188,7 +188,9 @@ class AgentConfig:
         "float32",
         "Compute dtype of the torso's convolutions (deep and shallow agents, learner and actors): "
         "float32 (the paper's) or bfloat16 (opt-in speed option for CPUs with bfloat16 dot "
-        "products; weights, gradients, V-trace, losses and RMSProp stay float32; BENCHMARKS.md).",
+        "products, faster on some and slower on others: `python -m impala_tf.benchmark.alternate` "
+        "measures yours; weights, gradients, V-trace, losses and RMSProp stay float32; "
+        "BENCHMARKS.md).",
         choices=("float32", "bfloat16"),
     )
 
