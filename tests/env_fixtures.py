@@ -305,12 +305,14 @@ def refusal_line(level: str) -> str:
     return lines[0]
 
 
-def train_briefly(level: str, logdir, envs: int, frames: int) -> None:
+def train_briefly(level: str, logdir, envs: int, frames: int, *flags: str) -> None:
     """Trains on `level` for `frames` frames (one actor of `envs` environments, batches of `envs`
-    unrolls of 10 steps) into `logdir`, asserting that it ends with `done: <frames> frames`."""
+    unrolls of 10 steps, then `flags`) into `logdir`, asserting that it ends with
+    `done: <frames> frames`."""
     train = run_module(
         "impala_tf.experiment",
         f"--level_name={level}",
+        *flags,
         "--num_actors=1",
         f"--envs_per_actor={envs}",
         f"--batch_size={envs}",

@@ -29,6 +29,7 @@ AGENTS = ("deep", "shallow")
 # (CONTRIBUTING.md, "Adding a core"; tests/test_cores.py checks the two agree).
 CORES = ("lstm", "none", "gtrxl")
 ATARI_BACKENDS = ("native", "python")
+GYM_BACKENDS = ("workers", "in_process")
 
 
 def setting(
@@ -111,6 +112,14 @@ class EnvConfig:
     )
     gym_frame_stack: int = setting(
         1, "gym/ levels with image observations: frames stacked along channels.", lower=1, upper=16
+    )
+    gym_backend: str = setting(
+        "workers",
+        "How actors step gym/ levels: workers (one worker process per environment, shared memory: "
+        "stepping runs outside the actor's GIL and thread, better for expensive environments) or "
+        "in_process (the actor's environments one after another in its process, no transport: "
+        "better for cheap ones such as MinAtar and MiniGrid). Evaluation always uses workers.",
+        choices=GYM_BACKENDS,
     )
     procgen_num_levels: int = setting(
         200,

@@ -6,7 +6,8 @@ skip) and sums the rewards. `StepStream` adds what the release's `FlowEnvironmen
 `PyProcessDmLab` (`environments.py`) did: the first output has `done=True`, episodes reset
 automatically inside `step` so the returned observation is the first one of the next episode, and
 episode statistics (raw return, agent steps) ride along. `NativeBatch` is the same stream for the
-E environments of an actor (paper section 3) stepped together by a vector engine in its process.
+E environments of an actor (paper section 3) stepped together in its process (by a vector engine,
+or one `Environment` after another: `impala_tf.envs.gym.GymBatch`).
 
 Environment modules import numpy only (never TensorFlow): they run in worker processes.
 """
@@ -116,11 +117,12 @@ class StepStream:
 
 class NativeBatch(abc.ABC):
     """What the batches stepped inside the actor process share (ale-py's `AtariVectorBatch`,
-    EnvPool's `EnvPoolBatch`): `BatchedEnvironment`'s interface around a vector engine, episode
+    EnvPool's `EnvPoolBatch`, Gymnasium's `GymBatch`): `BatchedEnvironment`'s interface around a
+    vector engine (or E `Environment`s stepped one after another), episode
     statistics per slot as `StepStream` keeps them for one environment, and a guard after `close()`.
 
-    A subclass calls `_start_slots(E)` first in its `__init__`, keeps its frames `[E, ...]` uint8 in
-    `_frames`, and implements `_reset()`, `_step(actions)` (ending with `_step_outputs(...)`) and
+    A subclass calls `_start_slots(E)` first in its `__init__`, keeps its frames `[E, ...]` (uint8,
+    or the observation spec's dtype) in `_frames`, and implements `_reset()`, `_step(actions)` (ending with `_step_outputs(...)`) and
     `close()` (setting `_closed`).
     """
 
@@ -188,7 +190,9 @@ class NativeBatch(abc.ABC):
         self, reward: np.ndarray, done: np.ndarray, game_over: np.ndarray, truncated: np.ndarray
     ) -> structures.StepOutput:
         """A step's `StepOutput` `[E]`: the statistics of each slot's game so far in `info`, then
-        restarted from zero where the game is over (`StepStream.step`'s rule, per slot)."""
+        restarted from zero where the game is over (`StepStream.step`'s rule, per slot). `reward`
+        may be float64 (the episode return then sums the rewards unrounded, as `StepStream` does);
+        the output's is float32."""
         self._episode_return += reward
         self._episode_step += 1
         info = structures.StepOutputInfo(
@@ -200,7 +204,10 @@ class NativeBatch(abc.ABC):
         self._episode_return[game_over] = 0.0
         self._episode_step[game_over] = 0
         return structures.StepOutput(
-            reward=reward, info=info, done=done, observation=self._observation()
+            reward=reward.astype(np.float32, copy=False),
+            info=info,
+            done=done,
+            observation=self._observation(),
         )
 
     def _observation(self) -> structures.Observation:

@@ -33,6 +33,15 @@ so the learner cuts V-trace's traces there instead of treating the state as term
 (`impala_tf.maths.vtrace`). Action repeats (`num_action_repeats`) sum the rewards of repeated
 actions and stop at the end of an episode; the `gym` preset uses 1 (the environment's own frame
 skip, e.g. sticky actions or frame skips passed by the package, is left as the package defines it).
+
+Stepping (`EnvConfig.gym_backend`): `workers` (the default) runs each of an actor's E environments
+in a worker process with shared memory (`impala_tf.envs.workers`), so stepping runs outside the
+actor's GIL and thread: better for expensive environments. `in_process` (`GymBatch`) builds the
+same E `GymEnvironment`s in the actor's process and steps them one after another, with the same
+observations, rewards, flags, episode statistics, resets and seeds but no transport: better for
+cheap environments, whose frame costs little next to a worker's round trip (MinAtar's Breakout:
+10-14 CPU us per frame stepped in one process, 214 us per frame through the workers of a training
+run; BENCHMARKS.md, the Xeon lab note of 2026-12-07). Evaluation always uses workers.
 """
 
 from __future__ import annotations
@@ -40,6 +49,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -48,7 +58,7 @@ from impala_tf.base import structures
 from impala_tf.base.configs import EnvConfig
 from impala_tf.envs import suites
 from impala_tf.envs.atari import area_resize
-from impala_tf.envs.base import Environment
+from impala_tf.envs.base import Environment, NativeBatch
 
 PREFIX = "gym/"
 MIN_PIXELS = 32  # Smaller images are grids: the pixel torsos need at least 16x16 after resizing.
@@ -379,6 +389,98 @@ def create(level_name: str, config: EnvConfig, seed: int, is_test: bool = False)
     return GymEnvironment(level_name, config, seed)
 
 
+class GymBatch(NativeBatch):
+    """The E Gymnasium environments of one actor, built and stepped one after another in its
+    process (`--gym_backend=in_process`; see the module docstring).
+
+    Each slot is the `GymEnvironment` a worker process would build (`create`, with the slot's
+    seed), and `NativeBatch` keeps the episode statistics as `StepStream` does in a worker, so the
+    outputs equal `workers.BatchedEnvironment`'s for the same levels, config and seeds. Not
+    thread-safe: one actor thread drives it.
+
+    Args:
+      level_names: E single levels `gym/<id>` (one observation spec and action count).
+      config: `EnvConfig`.
+      seeds: E seeds (`builders.AgentParts.actor_seeds`), each slot's first reset's seed.
+
+    Attributes:
+      num_envs, num_actions, num_action_repeats, observation_spec: as `BatchedEnvironment`'s.
+      restarts, restarts_per_slot: always 0 (nothing runs out of process to restart).
+
+    Raises:
+      ValueError: no levels, a seed count that differs from the level count, levels whose
+        observation specs or action counts differ, or what `create` raises for a level.
+    """
+
+    def __init__(self, level_names: Sequence[str], config: EnvConfig, seeds: Sequence[int]):
+        if not level_names:
+            raise ValueError("GymBatch needs at least one level")
+        if len(seeds) != len(level_names):
+            raise ValueError(f"{len(seeds)} seeds for {len(level_names)} levels")
+        self._start_slots(len(level_names))
+        self._envs: list[Environment] = []
+        try:
+            for level, seed in zip(level_names, seeds, strict=True):
+                self._envs.append(create(level, config, int(seed)))
+        except BaseException:
+            self.close()
+            raise
+        first = self._envs[0]
+        for level, env in zip(level_names, self._envs, strict=True):
+            if (env.observation_spec, env.num_actions) != (
+                first.observation_spec,
+                first.num_actions,
+            ):
+                self.close()
+                raise ValueError(
+                    f"{level} disagrees with {level_names[0]}: {env.num_actions} actions and "
+                    f"{env.observation_spec} against {first.num_actions} and "
+                    f"{first.observation_spec}"
+                )
+        self.observation_spec = first.observation_spec
+        self.num_actions = int(first.num_actions)
+        self.num_action_repeats = int(first.num_action_repeats)
+        frame = self.observation_spec.frame
+        self._frames = np.zeros((self.num_envs,) + tuple(frame.shape), frame.dtype)
+        self._instructions = np.full([self.num_envs], b"", dtype=object)
+
+    def _put(self, slot: int, observation: structures.Observation) -> None:
+        self._frames[slot] = observation.frame
+        self._instructions[slot] = observation.instruction
+
+    def _reset(self) -> None:
+        for slot, env in enumerate(self._envs):
+            self._put(slot, env.reset())
+
+    def _step(self, actions: np.ndarray) -> structures.StepOutput:
+        num = self.num_envs
+        reward = np.zeros([num], np.float64)  # Summed unrounded into the return, as StepStream.
+        done = np.zeros([num], bool)
+        game_over = np.zeros([num], bool)
+        truncated = np.zeros([num], bool)
+        for slot, env in enumerate(self._envs):
+            reward[slot], ended, observation = env.step(int(actions[slot]))
+            if ended:  # `StepStream.step`'s rule: flags read before the reset.
+                done[slot] = True
+                game_over[slot] = env.game_over()
+                truncated[slot] = env.truncated()
+                observation = env.reset()
+            self._put(slot, observation)
+        return self._step_outputs(reward, done, game_over, truncated)
+
+    def _observation(self) -> structures.Observation:
+        return structures.Observation(
+            frame=self._frames.copy(), instruction=self._instructions.copy()
+        )
+
+    def close(self) -> None:
+        """Closes every environment. Idempotent."""
+        self._closed = True
+        envs, self._envs = self._envs, []
+        for env in envs:
+            env.close()
+
+
 def _check_config(config: EnvConfig) -> None:
     mapping(config.level_name, config)
 
@@ -391,8 +493,13 @@ SUITE = suites.Suite(
     environment_spec=environment_spec,
     create=create,
     preset=lambda name: "gym",
+    batched=GymBatch,
+    uses_batched=lambda config: config.gym_backend == "in_process",
     check_config=_check_config,
     network_inputs=network_inputs,
     use_instruction=lambda config: bool(config.gym_instruction_key),
     environment_bytes=60 * 2**20,
+    # Measured in process: under 0.01 MiB each for 32 MinAtar or 32 MiniGrid environments; 2 MiB
+    # leaves room for image environments (ale-py's native batch: 1.8 MB per Pong).
+    batched_environment_bytes=2 * 2**20,
 )

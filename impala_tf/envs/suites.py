@@ -66,10 +66,12 @@ class Suite:
         and evaluation build environments with it).
       preset: `name -> preset name` the level implies (`impala_tf.base.presets.PRESETS`).
       batched: `(levels, config, seeds) -> batch`, the actor's E environments stepped in its own
-        process by a vectorised engine (ale-py's `AtariVectorEnv`), or None when `uses_batched`
+        process by a vectorised engine (ale-py's `AtariVectorEnv`) or one after another (Gymnasium's
+        `GymBatch`), a `impala_tf.envs.base.NativeBatch`, or None when `uses_batched`
         says no: then one worker process per environment with shared memory
         (`impala_tf.envs.workers.BatchedEnvironment`).
-      uses_batched: `config -> bool`, whether training uses `batched` (Atari's `atari_backend`).
+      uses_batched: `config -> bool`, whether training uses `batched` (Atari's `atari_backend`,
+        Gymnasium's `gym_backend`).
       check_config: `config -> None`, raises ValueError for settings the suite cannot run with.
       check_available: `(config, meant) -> None`, raises ImportError (one line) when the package
         the suite needs is not installed here; run before any process starts. `meant` is

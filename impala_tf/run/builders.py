@@ -141,7 +141,8 @@ def _sent_stack_depth(config: configs.Config) -> int:
 
 def uses_in_process_batch(level_names: Sequence[str], config: configs.EnvConfig) -> bool:
     """Whether training environments of these levels step in the actor's process on their suite's
-    vectorised engine (`Suite.batched`; Atari with `config.atari_backend == "native"`)."""
+    in-process batch (`Suite.batched`; Atari with `config.atari_backend == "native"`, `gym/` levels
+    with `config.gym_backend == "in_process"`)."""
     suites = {id(envs.suite_of(name)): envs.suite_of(name) for name in level_names}
     if len(suites) != 1:
         return False
@@ -159,7 +160,8 @@ def batched_environment(
 
     A suite with a vectorised engine runs them in the actor's process (`Suite.batched`: Atari
     levels with `config.atari_backend == "native"` on ale-py's `AtariVectorEnv`,
-    `impala_tf.envs.atari_vector.AtariVectorBatch`); everything else runs one
+    `impala_tf.envs.atari_vector.AtariVectorBatch`; `gym/` levels with `config.gym_backend ==
+    "in_process"` one after another, `impala_tf.envs.gym.GymBatch`); everything else runs one
     worker process per environment (`impala_tf.envs.workers.BatchedEnvironment`). Both have
     `initial()`, `step(actions [E])` -> `StepOutput` `[E, ...]`, `num_actions` and `close()`.
 

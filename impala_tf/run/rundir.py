@@ -51,6 +51,7 @@ RESUME_MAY_CHANGE = frozenset(
         "env.dataset_path",
         "env.level_cache_dir",
         "env.atari_backend",
+        "env.gym_backend",
         "pbt.pbt_start_members",
     }
     | {f"runtime.{f.name}" for f in dataclasses.fields(configs.RuntimeConfig)}
