@@ -106,3 +106,61 @@ def test_vizdoom_wall_time_speed_and_basics_early_ends():
     returns = np.array([float(e["episode_return"]) for e in episodes])
     early = np.mean((lengths <= 20) & (returns < 0.5))
     assert f"{100 * early:.0f} % of this run's episodes ended within 20 frames" in page
+
+
+def _procgen_table_row(page: str, steps: str) -> list[str]:
+    rows = [line for line in page.split("\n") if line.startswith(f"| {steps} | ")]
+    assert len(rows) == 1, steps
+    return [cell.strip() for cell in rows[0].strip("|").split("|")][1:]
+
+
+def test_procgen_page_against_the_papers_runs_and_its_own_data():
+    import csv
+    import json
+    import statistics
+
+    from impala_tf.paper import procgen
+
+    page = _page("procgen.md")
+    log = _Log("procgen/bigfish")
+    start, end = log.times()
+    assert f"{start:%Y-%m-%d %H:%M:%S} to {end:%H:%M:%S} UTC (episodes logged)" in page
+    assert f"**{log.frames[-1]:,} of 10M steps**" in page
+    with open(os.path.join(RESULTS, "procgen/bigfish/segments.csv")) as f:
+        second = list(csv.DictReader(f))[1]
+    times = [
+        datetime.datetime.strptime(second[k], "%Y-%m-%dT%H:%M:%SZ")
+        for k in ("first_progress_utc", "last_progress_utc")
+    ]
+    speed = (int(second["last_frames"]) - int(second["first_frames"])) / (
+        (times[1] - times[0]).total_seconds()
+    )
+    assert f"{int(second['first_frames']):,} -> {int(second['last_frames']):,} frames" in page
+    assert f"(**{speed:,.0f} frames/s** on the shared machine" in page
+    for steps, label, checkpoint in ((1_000_000, "1M", 965_760), (2_000_000, "2M", 2_016_320)):
+        cells = _procgen_table_row(page, label)
+        last = log.returns[log.frames <= steps][-100:]
+        ours = f"{last.mean():.2f} ({last.std(ddof=1) / 10:.2f})"
+        with open(os.path.join(RESULTS, f"procgen/bigfish/test_levels_{checkpoint}.json")) as f:
+            returns = json.load(f)["levels"]["procgen/bigfish"]["returns"]
+        test = statistics.mean(returns), statistics.stdev(returns) / len(returns) ** 0.5
+        train_ppo, test_ppo = procgen.at(steps, "train"), procgen.at(steps, "test")
+        assert cells == [
+            ours,
+            f"{test[0]:.2f} ({test[1]:.2f}), at {checkpoint:,}",
+            f"{train_ppo.mean:.2f} ({train_ppo.std:.2f})",
+            f"{test_ppo.mean:.2f} ({test_ppo.std:.2f})",
+        ], label
+        said = "steps this run was at" if label == "1M" else "it was at"
+        assert f"at {label.lower()} {said} {ours}" in " ".join(page.split()).lower()
+    ten = procgen.at(10_000_000, "train").mean, procgen.at(10_000_000, "test").mean
+    assert f"({ten[0]:.2f} on training and {ten[1]:.2f} on test levels at 10M)" in page
+    with open(os.path.join(RESULTS, "procgen/bigfish/soak/segment-2/summary.json")) as f:
+        soak = json.load(f)
+    learner = soak["roles"]["learner 0"]
+    assert f"grew by {learner['rss_mib_growth_after_warmup']:.1f} MiB after warm-up" in page
+    assert f"(peak {learner['rss_mib_peak']:,.1f} MiB)" in page
+    actors = [soak["roles"][f"actor {i}"]["rss_mib_growth_after_warmup"] for i in (0, 1)]
+    assert f"the actors' by {actors[0]:.1f} and {actors[1]:.1f} MiB" in page
+    gap = f"{soak['longest_progress_gap_seconds']:.1f} s over {soak['progress_lines']} lines"
+    assert gap in " ".join(page.split())
