@@ -122,8 +122,8 @@ class NativeBatch(abc.ABC):
     statistics per slot as `StepStream` keeps them for one environment, and a guard after `close()`.
 
     A subclass calls `_start_slots(E)` first in its `__init__`, keeps its frames `[E, ...]` (uint8,
-    or the observation spec's dtype) in `_frames`, and implements `_reset()`, `_step(actions)` (ending with `_step_outputs(...)`) and
-    `close()` (setting `_closed`).
+    or the observation spec's dtype) in `_frames`, and implements `_reset()`, `_step(actions)`
+    (ending with `_step_outputs(...)`) and `close()` (setting `_closed`).
     """
 
     num_envs: int
