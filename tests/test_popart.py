@@ -17,7 +17,7 @@ from impala_tf import envs, experiment
 from impala_tf.agent import actor as actor_lib
 from impala_tf.agent import learner as learner_lib
 from impala_tf.agent import networks
-from impala_tf.base import configs, presets, structures
+from impala_tf.base import configs, structures
 from impala_tf.base.configs import LearnerConfig
 from impala_tf.envs import toy
 from impala_tf.maths import popart
@@ -404,11 +404,8 @@ def _readme_command_flags() -> list[str]:
 def _resolved(args: list[str]) -> configs.Config:
     """The configuration the entry point runs for the command line `args` (config flags only, no
     `--preset`): its flags parsed as the entry point parses them, the preset the level implies,
-    then the environment's facts, as `experiment.resolve_config` does."""
-    overrides = experiment.config_overrides(args)
-    level = overrides.get("env", {}).get("level_name")
-    resolved = presets.resolve(None, overrides, implied=envs.preset_for_level(level))
-    return envs.complete_config(resolved.config)
+    then the environment's facts: `experiment.resolve`, which `resolve_config` calls."""
+    return experiment.resolve(None, experiment.config_overrides(args)).config
 
 
 def test_readmes_popart_toy_command_is_a_valid_popart_run_of_both_bandits():
