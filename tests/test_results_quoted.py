@@ -137,7 +137,13 @@ def test_procgen_page_against_the_papers_runs_and_its_own_data():
     )
     assert f"{int(second['first_frames']):,} -> {int(second['last_frames']):,} frames" in page
     assert f"(**{speed:,.0f} frames/s** on the shared machine" in page
-    for steps, label, checkpoint in ((1_000_000, "1M", 965_760), (2_000_000, "2M", 2_016_320)):
+    rows = (
+        (1_000_000, "1M", 965_760),
+        (2_000_000, "2M", 2_016_320),
+        (5_000_000, "5M", 4_964_800),
+        (5_914_880, "5.91M", 5_914_880),
+    )
+    for steps, label, checkpoint in rows:
         cells = _procgen_table_row(page, label)
         last = log.returns[log.frames <= steps][-100:]
         ours = f"{last.mean():.2f} ({last.std(ddof=1) / 10:.2f})"
@@ -151,10 +157,28 @@ def test_procgen_page_against_the_papers_runs_and_its_own_data():
             f"{train_ppo.mean:.2f} ({train_ppo.std:.2f})",
             f"{test_ppo.mean:.2f} ({test_ppo.std:.2f})",
         ], label
-        said = "steps this run was at" if label == "1M" else "it was at"
-        assert f"at {label.lower()} {said} {ours}" in " ".join(page.split()).lower()
+        said = {"1M": "steps this run was at", "2M": "it was at", "5M": "steps this run was at"}
+        if label in said:
+            assert f"at {label.lower()} {said[label]} {ours}" in " ".join(page.split()).lower()
     ten = procgen.at(10_000_000, "train").mean, procgen.at(10_000_000, "test").mean
-    assert f"({ten[0]:.2f} on training and {ten[1]:.2f} on test levels at 10M)" in page
+    assert f"at 10M are {ten[0]:.2f} on training and {ten[1]:.2f} on test levels" in page
+    flat = " ".join(page.split())
+    third = list(csv.DictReader(open(os.path.join(RESULTS, "procgen/bigfish/segments.csv"))))[2]
+    times = [
+        datetime.datetime.strptime(third[k], "%Y-%m-%dT%H:%M:%SZ")
+        for k in ("first_progress_utc", "last_progress_utc")
+    ]
+    speed = (int(third["last_frames"]) - int(third["first_frames"])) / (
+        (times[1] - times[0]).total_seconds()
+    )
+    assert (
+        f"segment 3 ran {int(third['first_frames']):,} -> {int(third['last_frames']):,} frames, "
+        f"{times[0]:%H:%M:%S} to {times[1]:%H:%M:%S} UTC ({speed:,.0f} frames/s"
+    ) in flat
+    with open(os.path.join(RESULTS, "procgen/bigfish/soak/segment-3/summary.json")) as f:
+        third_soak = json.load(f)
+    grown = third_soak["roles"]["learner 0"]["rss_mib_growth_after_warmup"]
+    assert f"resident memory grew by {grown:.1f} MiB after warm-up" in flat
     with open(os.path.join(RESULTS, "procgen/bigfish/soak/segment-2/summary.json")) as f:
         soak = json.load(f)
     learner = soak["roles"]["learner 0"]
