@@ -92,6 +92,17 @@ def test_cores_wall_times_and_speeds():
     assert page.count(speeds) == 1 and f"{lstm.speed():,.0f} (lstm) and" in page
 
 
+def test_cores_real_dmlab_gtrxl_wall_time_and_speed():
+    page = _page("cores.md")
+    log = _Log("cores/real_dmlab/gtrxl")
+    start, end = log.times()
+    assert (
+        f"{start:%Y-%m-%d %H:%M:%S} to {end:%H:%M:%S} UTC (episodes logged), "
+        f"{log.frames[0]:,} -> {log.frames[-1]:,} frames: {log.speed():,.0f} frames/s; "
+        f"{log.count:,} episodes"
+    ) in page
+
+
 def test_vizdoom_wall_time_speed_and_basics_early_ends():
     page = _page("vizdoom.md")
     log = _Log("vizdoom/defend_the_center")
