@@ -199,3 +199,24 @@ def test_procgen_page_against_the_papers_runs_and_its_own_data():
     assert f"the actors' by {actors[0]:.1f} and {actors[1]:.1f} MiB" in page
     gap = f"{soak['longest_progress_gap_seconds']:.1f} s over {soak['progress_lines']} lines"
     assert gap in " ".join(page.split())
+
+
+def _last_100_before(log: _Log, frames: int) -> tuple[float, float]:
+    chosen = log.returns[log.frames <= frames][-100:]
+    return float(chosen.mean()), float(chosen.std(ddof=1) / np.sqrt(len(chosen)))
+
+
+def test_cores_real_dmlab_gtrxl_against_each_lstm_seed():
+    """The differences and z between gtrxl and each LSTM seed that cores.md quotes beside its
+    embedded report, over the last 100 episodes up to gtrxl's last logged episode."""
+    page = _page("cores.md")
+    gtrxl = _Log("cores/real_dmlab/gtrxl")
+    up_to = int(gtrxl.frames[-1])
+    assert f"--up_to={up_to}" in page
+    g_mean, g_se = _last_100_before(gtrxl, up_to)
+    for seed in ("explore_goal_locations_small", "explore_goal_locations_small_seed2"):
+        mean, se = _last_100_before(_Log(f"dmlab/{seed}"), up_to)
+        z = (g_mean - mean) / np.hypot(g_se, se)
+        quoted = f"{mean:.2f} ({se:.2f}), a difference of {g_mean - mean:.2f} with z {z:.1f}"
+        assert quoted in page.replace("\n  ", " "), quoted
+    assert f"{g_mean:.2f} ({g_se:.2f}) against" in page
