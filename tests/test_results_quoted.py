@@ -153,6 +153,7 @@ def test_procgen_page_against_the_papers_runs_and_its_own_data():
         (2_000_000, "2M", 2_016_320),
         (5_000_000, "5M", 4_964_800),
         (5_914_880, "5.91M", 5_914_880),
+        (10_000_000, "10M", 10_005_440),
     )
     for steps, label, checkpoint in rows:
         cells = _procgen_table_row(page, label)
